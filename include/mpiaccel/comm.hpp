@@ -1,0 +1,128 @@
+#pragma once
+// Collective communication on torch tensors, behind one interface with two
+// backends chosen at build time: MPI (CPU tensors) and NCCL (CUDA tensors,
+// bootstrapped over MPI). Every collective is collective over the
+// communicator: every rank calls it, in the same order.
+//
+// Every op exists in an async form returning a Work handle and a blocking form
+// (async + wait). Async ops run on the communicator's communication thread, so
+// they progress while the caller computes (Open MPI does not progress
+// non-blocking collectives on its own). An op that has not completed within
+// the communicator's timeout aborts the job with a message naming the op, its
+// bytes, the rank and the peer count: a collective never hangs.
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpiaccel {
+
+class Runtime;
+
+enum class ReduceOp { Sum, Avg, Max, Min };
+const char* reduce_op_name(ReduceOp op);
+
+/// A handle on an in-flight collective.
+class Work {
+ public:
+  virtual ~Work() = default;
+  /// True once the op has completed (non-blocking, never calls MPI).
+  virtual bool test() = 0;
+  /// Blocks until the op completes. Rethrows the op's error, if any. If the
+  /// communicator's deadline passes first, the job is aborted (see fatal()).
+  virtual void wait() = 0;
+  /// The op's name ("all_reduce", ...), for logs and traces.
+  virtual const std::string& name() const = 0;
+  /// Steady-clock times at which the op started executing / completed
+  /// (time_since_epoch zero while not yet reached).
+  virtual std::chrono::steady_clock::time_point started_at() const = 0;
+  virtual std::chrono::steady_clock::time_point finished_at() const = 0;
+};
+using WorkHandle = std::shared_ptr<Work>;
+
+/// Waits for every handle in order.
+void wait_all(const std::vector<WorkHandle>& works);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "mpi" or "nccl".
+  virtual std::string backend() const = 0;
+  /// Deadline of every op of this communicator.
+  virtual std::chrono::milliseconds timeout() const = 0;
+
+  // --- tensor collectives (async). Tensors must be contiguous, on the
+  // backend's device, and must stay alive until the op completes (the handle
+  // keeps a reference).
+
+  /// In place: `tensor` becomes the reduction of every rank's `tensor`.
+  virtual WorkHandle all_reduce_async(at::Tensor tensor, ReduceOp op) = 0;
+  /// `input` has size()·n elements, `output` n; rank r receives the reduction
+  /// of block r.
+  virtual WorkHandle reduce_scatter_async(at::Tensor output, at::Tensor input,
+                                          ReduceOp op) = 0;
+  /// `output` has size()·n elements; block r is rank r's `input` (n elements).
+  virtual WorkHandle all_gather_async(at::Tensor output, at::Tensor input) = 0;
+  /// Uneven all_gather: rank r contributes counts[r] elements (its `input`);
+  /// `output` has sum(counts) elements, rank blocks in rank order.
+  virtual WorkHandle all_gather_uneven_async(at::Tensor output, at::Tensor input,
+                                             std::vector<int64_t> counts) = 0;
+  /// In place: every rank's `tensor` becomes `root`'s.
+  virtual WorkHandle broadcast_async(at::Tensor tensor, int root) = 0;
+  virtual WorkHandle barrier_async() = 0;
+
+  // --- blocking forms.
+  void all_reduce(at::Tensor tensor, ReduceOp op = ReduceOp::Sum);
+  void reduce_scatter(at::Tensor output, at::Tensor input, ReduceOp op = ReduceOp::Sum);
+  void all_gather(at::Tensor output, at::Tensor input);
+  void all_gather_uneven(at::Tensor output, at::Tensor input, std::vector<int64_t> counts);
+  void broadcast(at::Tensor tensor, int root = 0);
+  void barrier();
+
+  // --- byte blobs (blocking; always on the host).
+  /// Returns `root`'s `bytes` on every rank.
+  virtual std::string broadcast_bytes(const std::string& bytes, int root = 0) = 0;
+  /// Every rank's `bytes`, in rank order, on every rank.
+  virtual std::vector<std::string> all_gather_bytes(const std::string& bytes) = 0;
+  /// Every rank's `bytes` on `root` (other ranks get an empty vector).
+  virtual std::vector<std::string> gather_bytes(const std::string& bytes, int root = 0) = 0;
+
+  // --- scalars (blocking), for flags and metrics.
+  double all_reduce_scalar(double value, ReduceOp op = ReduceOp::Sum);
+  int64_t all_reduce_int(int64_t value, ReduceOp op = ReduceOp::Sum);
+
+  /// A sub-communicator of the ranks passing the same `color`, ordered by
+  /// `key` (MPI_Comm_split). Collective over this communicator.
+  virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
+};
+
+/// Fails on every rank together: if `ok` is false on any rank, throws
+/// mpiaccel::Error on every rank with "rank R: why" of the lowest failing rank
+/// (and the count of others). Collective over comm.
+void all_ok(Communicator& comm, bool ok, const std::string& why);
+
+/// The MPI communicator over all ranks (its own duplicate of the world) and
+/// over the ranks of this node, each with its communication thread.
+std::shared_ptr<Communicator> make_mpi_world(const Runtime& runtime,
+                                             std::chrono::milliseconds timeout);
+std::shared_ptr<Communicator> make_mpi_node(const Runtime& runtime,
+                                            std::chrono::milliseconds timeout);
+
+/// True when this build has the NCCL communicator.
+bool nccl_available();
+/// "major.minor.patch" of the NCCL library linked, or "" without NCCL.
+std::string nccl_version();
+/// An NCCL communicator over the ranks of `bootstrap` (rank 0 creates the
+/// unique id and sends it with MPI_Bcast over `bootstrap`), on CUDA device
+/// `cuda_index`. Throws mpiaccel::Error in a build without NCCL. Collective.
+std::shared_ptr<Communicator> make_nccl(Communicator& bootstrap, int cuda_index,
+                                        std::chrono::milliseconds timeout);
+
+}  // namespace mpiaccel

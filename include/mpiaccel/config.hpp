@@ -1,0 +1,189 @@
+#pragma once
+// The run configuration: an INI file (read with inih) parsed strictly into
+// typed structs. Sections and keys mirror Hugging Face Accelerate's config so a
+// user can map one onto the other (docs/config.md lists every key). One schema
+// table (src/config/schema.cpp) gives each key its type, default, accepted
+// values or range and a one-line help; parsing, validation, the
+// `section.key=value` overrides and to_ini() all read that table.
+//
+// Errors are one line: "FILE:LINE: [section] key: what is wrong; accepted: ...".
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mpiaccel/error.hpp"
+
+namespace mpiaccel {
+
+struct LaunchConfig {
+  int64_t num_machines = 1;
+  int64_t num_processes = 1;        ///< total ranks
+  std::string launcher = "auto";    ///< auto | mpirun | srun
+  int64_t cpus_per_process = 0;     ///< 0 = cores of the node / ranks per node
+  std::string mpirun_args;          ///< extra arguments for mpirun
+  std::string srun_args;            ///< extra arguments for srun
+};
+
+struct DistributedConfig {
+  std::string strategy = "no";          ///< no | ddp | fsdp | zero
+  std::string backend = "auto";         ///< auto | mpi | nccl
+  std::string mixed_precision = "no";   ///< no | bf16 | fp16
+  std::string param_dtype = "auto";     ///< auto | fp32 | bf16 | fp16 (auto: from mixed_precision)
+  std::string reduce_dtype = "auto";
+  std::string buffer_dtype = "auto";
+  double timeout_s = 1800;              ///< deadline of every collective
+  int64_t seed = 42;
+  std::string device = "auto";          ///< auto | cpu | cuda
+  bool allow_gpu_sharing = false;       ///< allow several ranks on one GPU
+};
+
+struct DdpConfig {
+  double bucket_cap_mb = 25;
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;
+  bool static_graph = false;
+};
+
+struct FsdpConfig {
+  int64_t version = 2;
+  std::string sharding_strategy = "FULL_SHARD";  ///< FULL_SHARD | SHARD_GRAD_OP | HYBRID_SHARD
+  int64_t hybrid_group_size = 0;                 ///< ranks per shard group; 0 = ranks of a node
+  bool reshard_after_forward = true;
+  bool cpu_offload = false;
+  std::string auto_wrap_policy = "TRANSFORMER_BASED_WRAP";  ///< | SIZE_BASED_WRAP | NO_WRAP
+  std::string transformer_layer_cls_to_wrap = "DecoderLayer";
+  int64_t min_num_params = 100000000;
+  bool forward_prefetch = true;
+  std::string backward_prefetch = "BACKWARD_PRE";  ///< BACKWARD_PRE | BACKWARD_POST | NO_PREFETCH
+  bool cpu_ram_efficient_loading = true;
+  bool activation_checkpointing = false;
+  std::string state_dict_type = "SHARDED_STATE_DICT";  ///< | FULL_STATE_DICT
+};
+
+struct ZeroConfig {
+  int64_t stage = 2;                          ///< 0..3
+  std::string offload_optimizer = "none";     ///< none | cpu
+  std::string offload_param = "none";         ///< none | cpu
+  double reduce_bucket_mb = 25;
+  double allgather_bucket_mb = 25;
+};
+
+struct OptimizerConfig {
+  std::string name = "adamw";           ///< adamw | sgd
+  double lr = 1e-3;
+  std::array<double, 2> betas{0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  double momentum = 0.0;                ///< sgd only
+  double grad_clip = 1.0;               ///< max global grad norm; 0 = off
+};
+
+struct SchedulerConfig {
+  std::string name = "constant";        ///< constant | linear | cosine
+  int64_t warmup_steps = 0;
+  double min_lr_ratio = 0.0;            ///< floor of linear/cosine as a fraction of lr
+};
+
+struct TrainConfig {
+  std::string model = "gpt";            ///< gpt | mlp | cnn
+  std::string dataset = "fortunes";     ///< fortunes | fashion-mnist
+  std::string data_dir;                 ///< "" = the dataset's Debian location
+  int64_t batch_size = 8;               ///< per rank, per micro-step
+  int64_t grad_accum_steps = 1;
+  int64_t max_steps = 100;
+  int64_t eval_every = 50;              ///< 0 = only at the end
+  int64_t eval_batches = 20;
+  int64_t log_every = 10;
+  int64_t seq_len = 128;
+  double val_fraction = 0.05;           ///< share of the text held out
+  bool drop_last = true;
+  int64_t num_threads = 1;              ///< torch intra-op threads per rank
+  int64_t sample_tokens = 200;          ///< generated at the end of a GPT run; 0 = none
+};
+
+struct ModelConfig {
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;
+  int64_t vocab_size = 256;             ///< byte-level text
+  double dropout = 0.0;
+  int64_t hidden_size = 256;            ///< MLP/CNN hidden width
+  int64_t mlp_layers = 2;               ///< MLP hidden layers
+};
+
+struct CheckpointConfig {
+  std::string dir = "checkpoints";
+  int64_t every_steps = 0;              ///< 0 = never during training
+  int64_t keep_last = 3;                ///< 0 = keep all
+  std::string resume = "none";          ///< none | latest | PATH
+  bool save_at_end = true;
+};
+
+struct LoggingConfig {
+  std::string level = "info";           ///< debug | info | warn | error
+  std::string metrics_file = "metrics.jsonl";
+  std::string progress = "auto";        ///< auto | bar | lines | off
+  std::string trace;                    ///< Chrome trace JSON path; "" = off
+};
+
+/// A problem in a config file or override. message() is the one-line
+/// "FILE:LINE: [section] key: what; accepted: ..." message.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct Config {
+  LaunchConfig launch;
+  DistributedConfig distributed;
+  DdpConfig ddp;
+  FsdpConfig fsdp;
+  ZeroConfig zero;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  TrainConfig train;
+  ModelConfig model;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+
+  /// Parses INI `text` (its name for messages: `source`, e.g. the file path),
+  /// then applies `overrides` ("section.key=value", in order). Keys not given
+  /// keep their defaults. Throws ConfigError.
+  static Config parse(const std::string& text, const std::string& source,
+                      const std::vector<std::string>& overrides = {});
+  /// Reads `path` and parses it (single process; under MPI use
+  /// load_config() of the comm module, which reads on rank 0 only).
+  static Config load_file(const std::string& path,
+                          const std::vector<std::string>& overrides = {});
+  /// Defaults with `overrides` applied.
+  static Config defaults(const std::vector<std::string>& overrides = {});
+
+  /// Sets one key from its text form, validated like the file ("section.key").
+  void set(const std::string& dotted_key, const std::string& value);
+  /// The value of one key in its INI text form.
+  std::string get(const std::string& dotted_key) const;
+
+  /// The resolved configuration as a commented INI text that parse() reads
+  /// back to an equal Config: every section and key, with its help line and
+  /// accepted values as comments.
+  std::string to_ini() const;
+};
+
+bool operator==(const Config& a, const Config& b);
+inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
+
+/// One row of the schema, for docs, the config wizard and tools.
+struct ConfigKeyInfo {
+  std::string section;
+  std::string key;
+  std::string type;       ///< bool | int | float | string | choice | float_pair
+  std::string default_value;
+  std::string accepted;   ///< "no|ddp|fsdp|zero", ">= 1", "0..3", "any text"
+  std::string help;
+};
+/// Every key of the schema, in file order.
+const std::vector<ConfigKeyInfo>& config_schema();
+
+}  // namespace mpiaccel

@@ -1,0 +1,35 @@
+#pragma once
+// Rank-prefixed logging: every line starts "[rank 3/8 host] ". `print` writes
+// from rank 0 only (Accelerate's accelerator.print), unprefixed.
+
+#include <string>
+
+namespace mpiaccel {
+
+enum class LogLevel { Debug = 0, Info = 1, Warn = 2, Error = 3 };
+
+/// Parses "debug|info|warn|error"; throws mpiaccel::Error on anything else.
+LogLevel parse_log_level(const std::string& name);
+
+/// Sets the identity used as the log prefix; Runtime calls it after MPI_Init.
+void set_log_identity(int rank, int world_size, const std::string& host);
+void set_log_level(LogLevel level);
+LogLevel log_level();
+
+/// This process's rank, world size and host as set by set_log_identity
+/// (rank -1 before MPI is initialised).
+int log_rank();
+int log_world_size();
+const std::string& log_host();
+
+/// Writes "[rank r/n host] LEVEL message" to stderr if `level` passes the filter.
+void log(LogLevel level, const std::string& message);
+inline void log_debug(const std::string& m) { log(LogLevel::Debug, m); }
+inline void log_info(const std::string& m) { log(LogLevel::Info, m); }
+inline void log_warn(const std::string& m) { log(LogLevel::Warn, m); }
+inline void log_error(const std::string& m) { log(LogLevel::Error, m); }
+
+/// Writes `message` and a newline to stdout on rank 0 only.
+void print(const std::string& message);
+
+}  // namespace mpiaccel

@@ -1,0 +1,228 @@
+// The schema table: every section and key of the INI file, in file order.
+// Names and defaults follow Hugging Face Accelerate's config where it has the
+// key (DESIGN.md §5); defaults are the member initialisers of config.hpp.
+
+#include "config/schema.hpp"
+
+#include "config/key_spec_builder.hpp"
+#include "config/value_text.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+// The key is the member's own name, so a struct field and its key cannot drift.
+#define MPIACCEL_KEY(Struct, member) #member, &Struct::member
+
+std::vector<KeySpec> build_schema() {
+  std::vector<KeySpec> rows;
+  const std::vector<std::string> dtypes = {"auto", "fp32", "bf16", "fp16"};
+
+  using L = LaunchConfig;
+  rows_of(rows, "launch", &Config::launch)
+      .integer(MPIACCEL_KEY(L, num_machines), at_least(1), "number of nodes")
+      .integer(MPIACCEL_KEY(L, num_processes), at_least(1), "total number of ranks (all nodes)")
+      .choice(MPIACCEL_KEY(L, launcher), {"auto", "mpirun", "srun"},
+              "launcher; auto = srun inside a Slurm allocation, else mpirun")
+      .integer(MPIACCEL_KEY(L, cpus_per_process), at_least(0),
+               "cores bound to each rank; 0 = cores of the node / ranks per node")
+      .text(MPIACCEL_KEY(L, mpirun_args), true, "any text", "extra arguments for mpirun")
+      .text(MPIACCEL_KEY(L, srun_args), true, "any text", "extra arguments for srun");
+
+  using D = DistributedConfig;
+  rows_of(rows, "distributed", &Config::distributed)
+      .choice(MPIACCEL_KEY(D, strategy), {"no", "ddp", "fsdp", "zero"},
+              "how parameters, gradients and optimizer state are distributed")
+      .choice(MPIACCEL_KEY(D, backend), {"auto", "mpi", "nccl"},
+              "communicator; auto = nccl for CUDA tensors when built, else mpi")
+      .choice(MPIACCEL_KEY(D, mixed_precision), {"no", "bf16", "fp16"},
+              "compute dtype of forward/backward; fp16 adds dynamic loss scaling")
+      .choice(MPIACCEL_KEY(D, param_dtype), dtypes,
+              "dtype of unsharded parameters; auto = from mixed_precision")
+      .choice(MPIACCEL_KEY(D, reduce_dtype), dtypes,
+              "dtype of gradient reductions; auto = from mixed_precision")
+      .choice(MPIACCEL_KEY(D, buffer_dtype), dtypes,
+              "dtype of module buffers; auto = from mixed_precision")
+      .real(MPIACCEL_KEY(D, timeout_s), positive(),
+            "seconds a collective may take before the job is aborted")
+      .integer(MPIACCEL_KEY(D, seed), at_least(0), "seed of model init, data order and dropout")
+      .choice(MPIACCEL_KEY(D, device), {"auto", "cpu", "cuda"},
+              "device of each rank; auto = the local rank's GPU if any, else cpu")
+      .flag(MPIACCEL_KEY(D, allow_gpu_sharing), "allow several ranks on one GPU (never with nccl)");
+
+  using P = DdpConfig;
+  rows_of(rows, "ddp", &Config::ddp)
+      .real(MPIACCEL_KEY(P, bucket_cap_mb), positive(), "gradient bucket size in MiB")
+      .flag(MPIACCEL_KEY(P, find_unused_parameters),
+            "find parameters without a gradient each step (slower)")
+      .flag(MPIACCEL_KEY(P, gradient_as_bucket_view),
+            "gradients are views into the buckets (saves one copy and memory)")
+      .flag(MPIACCEL_KEY(P, static_graph), "the set of used parameters never changes");
+
+  using F = FsdpConfig;
+  rows_of(rows, "fsdp", &Config::fsdp)
+      .integer(MPIACCEL_KEY(F, version), between(1, 2), "FSDP API generation (2 = per-parameter)")
+      .choice(MPIACCEL_KEY(F, sharding_strategy), {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD"},
+              "what is sharded: params+grads+state, grads+state, or full shard within a group")
+      .integer(MPIACCEL_KEY(F, hybrid_group_size), at_least(0),
+               "ranks per HYBRID_SHARD group; 0 = the ranks of a node")
+      .flag(MPIACCEL_KEY(F, reshard_after_forward),
+            "free gathered parameters after forward (false: ZeRO-2-like)")
+      .flag(MPIACCEL_KEY(F, cpu_offload), "keep sharded parameters and optimizer state on the CPU")
+      .choice(MPIACCEL_KEY(F, auto_wrap_policy),
+              {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"},
+              "how the model is split into units")
+      .text(MPIACCEL_KEY(F, transformer_layer_cls_to_wrap), false, "module class names, comma-separated",
+            "unit classes for TRANSFORMER_BASED_WRAP")
+      .integer(MPIACCEL_KEY(F, min_num_params), at_least(1),
+               "parameters per unit for SIZE_BASED_WRAP")
+      .flag(MPIACCEL_KEY(F, forward_prefetch), "gather the next unit while this one runs forward")
+      .choice(MPIACCEL_KEY(F, backward_prefetch), {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"},
+              "when the next unit is gathered in backward")
+      .flag(MPIACCEL_KEY(F, cpu_ram_efficient_loading),
+            "only rank 0 materialises full weights; the others receive their shard")
+      .flag(MPIACCEL_KEY(F, activation_checkpointing), "recompute unit activations in backward")
+      .choice(MPIACCEL_KEY(F, state_dict_type), {"SHARDED_STATE_DICT", "FULL_STATE_DICT"},
+              "checkpoint layout: each rank's shards, or consolidated tensors");
+
+  using Z = ZeroConfig;
+  rows_of(rows, "zero", &Config::zero)
+      .integer(MPIACCEL_KEY(Z, stage), between(0, 3),
+               "0 = plain DDP, 1 = shard optimizer state, 2 = + gradients, 3 = + parameters")
+      .choice(MPIACCEL_KEY(Z, offload_optimizer), {"none", "cpu"},
+              "where optimizer state and step live")
+      .choice(MPIACCEL_KEY(Z, offload_param), {"none", "cpu"},
+              "where stage-3 parameter shards live")
+      .real(MPIACCEL_KEY(Z, reduce_bucket_mb), positive(), "reduce-scatter bucket size in MiB")
+      .real(MPIACCEL_KEY(Z, allgather_bucket_mb), positive(), "all-gather bucket size in MiB");
+
+  using O = OptimizerConfig;
+  rows_of(rows, "optimizer", &Config::optimizer)
+      .choice(MPIACCEL_KEY(O, name), {"adamw", "sgd"}, "optimizer")
+      .real(MPIACCEL_KEY(O, lr), positive(), "peak learning rate")
+      .pair(MPIACCEL_KEY(O, betas), below_one(), "AdamW beta1, beta2")
+      .real(MPIACCEL_KEY(O, eps), positive(), "AdamW epsilon")
+      .real(MPIACCEL_KEY(O, weight_decay), non_negative(), "decoupled weight decay")
+      .real(MPIACCEL_KEY(O, momentum), below_one(), "SGD momentum")
+      .real(MPIACCEL_KEY(O, grad_clip), non_negative(),
+            "clip the global gradient norm to this; 0 = off");
+
+  using S = SchedulerConfig;
+  rows_of(rows, "scheduler", &Config::scheduler)
+      .choice(MPIACCEL_KEY(S, name), {"constant", "linear", "cosine"},
+              "learning-rate schedule after warmup")
+      .integer(MPIACCEL_KEY(S, warmup_steps), at_least(0), "steps of linear warmup from 0 to lr")
+      .real(MPIACCEL_KEY(S, min_lr_ratio), fraction(),
+            "final learning rate of linear/cosine as a fraction of lr");
+
+  using T = TrainConfig;
+  rows_of(rows, "train", &Config::train)
+      .choice(MPIACCEL_KEY(T, model), {"gpt", "mlp", "cnn"}, "model of the built-in trainer")
+      .choice(MPIACCEL_KEY(T, dataset), {"fortunes", "fashion-mnist"}, "training data")
+      .text(MPIACCEL_KEY(T, data_dir), true, "a directory; empty = the dataset's Debian location",
+            "where the dataset's files are")
+      .integer(MPIACCEL_KEY(T, batch_size), at_least(1), "samples per rank per micro-step")
+      .integer(MPIACCEL_KEY(T, grad_accum_steps), at_least(1), "micro-steps per optimizer step")
+      .integer(MPIACCEL_KEY(T, max_steps), at_least(1), "optimizer steps of the run")
+      .integer(MPIACCEL_KEY(T, eval_every), at_least(0), "steps between evaluations; 0 = at the end only")
+      .integer(MPIACCEL_KEY(T, eval_batches), at_least(1), "batches per rank per evaluation")
+      .integer(MPIACCEL_KEY(T, log_every), at_least(1), "steps between metric lines")
+      .integer(MPIACCEL_KEY(T, seq_len), at_least(1), "tokens per GPT sample")
+      .real(MPIACCEL_KEY(T, val_fraction), below_one(), "share of the data held out for evaluation")
+      .flag(MPIACCEL_KEY(T, drop_last), "drop the last incomplete batch of an epoch")
+      .integer(MPIACCEL_KEY(T, num_threads), at_least(1), "torch intra-op threads per rank")
+      .integer(MPIACCEL_KEY(T, sample_tokens), at_least(0),
+               "tokens generated at the end of a GPT run; 0 = none");
+
+  using M = ModelConfig;
+  rows_of(rows, "model", &Config::model)
+      .integer(MPIACCEL_KEY(M, n_layer), at_least(1), "GPT decoder layers")
+      .integer(MPIACCEL_KEY(M, n_head), at_least(1), "GPT attention heads (must divide n_embd)")
+      .integer(MPIACCEL_KEY(M, n_embd), at_least(1), "GPT embedding width")
+      .integer(MPIACCEL_KEY(M, vocab_size), at_least(1), "GPT vocabulary (256 = bytes)")
+      .real(MPIACCEL_KEY(M, dropout), below_one(), "dropout probability")
+      .integer(MPIACCEL_KEY(M, hidden_size), at_least(1), "MLP/CNN hidden width")
+      .integer(MPIACCEL_KEY(M, mlp_layers), at_least(0), "MLP hidden layers");
+
+  using C = CheckpointConfig;
+  rows_of(rows, "checkpoint", &Config::checkpoint)
+      .text(MPIACCEL_KEY(C, dir), false, "a directory", "where checkpoints are written")
+      .integer(MPIACCEL_KEY(C, every_steps), at_least(0),
+               "steps between checkpoints; 0 = none during training")
+      .integer(MPIACCEL_KEY(C, keep_last), at_least(0), "checkpoints kept in dir; 0 = all")
+      .text(MPIACCEL_KEY(C, resume), false, "none|latest|PATH",
+            "start from no checkpoint, the newest in dir, or a checkpoint path")
+      .flag(MPIACCEL_KEY(C, save_at_end), "write a checkpoint after the last step");
+
+  using G = LoggingConfig;
+  rows_of(rows, "logging", &Config::logging)
+      .choice(MPIACCEL_KEY(G, level), {"debug", "info", "warn", "error"}, "least severe message shown")
+      .text(MPIACCEL_KEY(G, metrics_file), true, "a path; empty = off",
+            "JSON-lines metrics written by rank 0")
+      .choice(MPIACCEL_KEY(G, progress), {"auto", "bar", "lines", "off"},
+              "progress display on rank 0; auto = bar on a terminal, else lines")
+      .text(MPIACCEL_KEY(G, trace), true, "a path; empty = off", "Chrome trace JSON of each step");
+  return rows;
+}
+
+#undef MPIACCEL_KEY
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> rows = build_schema();
+  return rows;
+}
+
+const std::vector<std::string>& schema_sections() {
+  static const std::vector<std::string> sections = [] {
+    std::vector<std::string> out;
+    for (const auto& row : schema()) {
+      if (out.empty() || out.back() != row.section) out.push_back(row.section);
+    }
+    return out;
+  }();
+  return sections;
+}
+
+const KeySpec* find_key(const std::string& section, const std::string& key) {
+  for (const auto& row : schema()) {
+    if (row.section == section && row.key == key) return &row;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> section_keys(const std::string& section) {
+  std::vector<std::string> keys;
+  for (const auto& row : schema()) {
+    if (row.section == section) keys.push_back(row.key);
+  }
+  return keys;
+}
+
+std::string unknown_name_message(const std::string& section, const std::string& key) {
+  const auto& sections = schema_sections();
+  bool section_known = false;
+  for (const auto& s : sections) section_known |= (s == section);
+  if (!section_known) {
+    std::string message = "[" + section + "]: unknown section";
+    if (auto near = nearest(section, sections)) return message + "; did you mean '" + *near + "'?";
+    return message + "; accepted: " + join(sections);
+  }
+  std::string message = "[" + section + "] " + key + ": unknown key";
+  if (auto near = nearest(key, section_keys(section))) {
+    return message + "; did you mean '" + *near + "'?";
+  }
+  // A key put under the wrong section is a common slip ([ddp] stage).
+  for (const auto& row : schema()) {
+    if (row.key == key) return message + "; it belongs in [" + row.section + "]";
+  }
+  return message + "; accepted: " + join(section_keys(section));
+}
+
+}  // namespace mpiaccel::detail

@@ -1,0 +1,108 @@
+// ctest: links mpiaccel_runtime; timeout 60
+#define BOOST_TEST_MODULE runtime
+#include <boost/test/unit_test.hpp>
+
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/log.hpp"
+#include "mpiaccel/runtime.hpp"
+
+using mpiaccel::choose_device;
+using mpiaccel::Launcher;
+using mpiaccel::launcher_name;
+using mpiaccel::LaunchEnvironment;
+
+BOOST_AUTO_TEST_CASE(no_launcher_is_a_singleton) {
+  auto env = LaunchEnvironment::from({{"HOME", "/root"}});
+  BOOST_TEST(std::string(launcher_name(env.launcher)) == launcher_name(Launcher::Singleton));
+  BOOST_TEST(env.rank == -1);
+  BOOST_TEST(env.size == -1);
+}
+
+BOOST_AUTO_TEST_CASE(mpirun_variables) {
+  auto env = LaunchEnvironment::from({{"OMPI_COMM_WORLD_RANK", "5"},
+                                      {"OMPI_COMM_WORLD_SIZE", "8"},
+                                      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                      {"OMPI_COMM_WORLD_NODE_RANK", "2"}});
+  BOOST_TEST(std::string(launcher_name(env.launcher)) == launcher_name(Launcher::Mpirun));
+  BOOST_TEST(env.rank == 5);
+  BOOST_TEST(env.size == 8);
+  BOOST_TEST(env.local_rank == 1);
+  BOOST_TEST(env.node_rank == 2);
+}
+
+BOOST_AUTO_TEST_CASE(srun_variables) {
+  auto env = LaunchEnvironment::from({{"SLURM_JOB_ID", "991"},
+                                      {"SLURM_STEP_ID", "0"},
+                                      {"SLURM_PROCID", "6"},
+                                      {"SLURM_NTASKS", "8"},
+                                      {"SLURM_LOCALID", "2"},
+                                      {"SLURM_NODEID", "1"},
+                                      {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"}});
+  BOOST_TEST(std::string(launcher_name(env.launcher)) == launcher_name(Launcher::Srun));
+  BOOST_TEST(env.rank == 6);
+  BOOST_TEST(env.size == 8);
+  BOOST_TEST(env.local_rank == 2);
+  BOOST_TEST(env.node_rank == 1);
+  BOOST_TEST(env.slurm_job_id == "991");
+  BOOST_TEST(env.tasks_per_node == "4(x2)");
+}
+
+BOOST_AUTO_TEST_CASE(mpirun_inside_a_slurm_allocation_is_mpirun) {
+  // The batch shell has SLURM_JOB_ID (and may have SLURM_PROCID); mpirun
+  // started the ranks, so its variables decide.
+  auto env = LaunchEnvironment::from({{"SLURM_JOB_ID", "42"},
+                                      {"SLURM_PROCID", "0"},
+                                      {"OMPI_COMM_WORLD_RANK", "3"},
+                                      {"OMPI_COMM_WORLD_SIZE", "4"}});
+  BOOST_TEST(std::string(launcher_name(env.launcher)) == launcher_name(Launcher::Mpirun));
+  BOOST_TEST(env.rank == 3);
+  BOOST_TEST(env.slurm_job_id == "42");
+}
+
+BOOST_AUTO_TEST_CASE(batch_shell_without_step_is_not_srun) {
+  auto env = LaunchEnvironment::from({{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "8"}});
+  BOOST_TEST(std::string(launcher_name(env.launcher)) == launcher_name(Launcher::Singleton));
+}
+
+BOOST_AUTO_TEST_CASE(other_pmi) {
+  auto env = LaunchEnvironment::from({{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}});
+  BOOST_TEST(std::string(launcher_name(env.launcher)) == launcher_name(Launcher::OtherPmi));
+  BOOST_TEST(env.rank == 2);
+  BOOST_TEST(env.size == 3);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_numbers_read_as_unset) {
+  auto env = LaunchEnvironment::from({{"OMPI_COMM_WORLD_RANK", "x1"}, {"OMPI_COMM_WORLD_SIZE", ""}});
+  BOOST_TEST(std::string(launcher_name(env.launcher)) == launcher_name(Launcher::Mpirun));
+  BOOST_TEST(env.rank == -1);
+  BOOST_TEST(env.size == -1);
+}
+
+BOOST_AUTO_TEST_CASE(device_is_cpu_without_gpus) {
+  auto d = choose_device(3, 4, 0, false);
+  BOOST_TEST(d.device == "cpu");
+  BOOST_TEST(d.cuda_index == -1);
+}
+
+BOOST_AUTO_TEST_CASE(device_is_one_gpu_per_local_rank) {
+  for (int local = 0; local < 4; ++local) {
+    auto d = choose_device(local, 4, 4, false);
+    BOOST_TEST(d.device == "cuda:" + std::to_string(local));
+    BOOST_TEST(d.cuda_index == local);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(two_ranks_on_one_gpu_is_an_error_unless_allowed) {
+  BOOST_CHECK_EXCEPTION(choose_device(1, 2, 1, false), mpiaccel::Error,
+                        [](const mpiaccel::Error& e) {
+                          return e.message().find("allow_gpu_sharing") != std::string::npos;
+                        });
+  auto shared = choose_device(1, 2, 1, true);
+  BOOST_TEST(shared.device == "cuda:0");
+}
+
+BOOST_AUTO_TEST_CASE(log_levels_parse) {
+  BOOST_TEST(static_cast<int>(mpiaccel::parse_log_level("debug")) == 0);
+  BOOST_TEST(static_cast<int>(mpiaccel::parse_log_level("error")) == 3);
+  BOOST_CHECK_THROW(mpiaccel::parse_log_level("loud"), mpiaccel::Error);
+}

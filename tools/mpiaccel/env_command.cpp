@@ -1,0 +1,106 @@
+// `mpiaccel env`: versions, build options, and the launcher and rank
+// environment as every rank sees it (like `accelerate env`).
+
+#include <boost/version.hpp>
+#include <hdf5.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "mpiaccel/comm.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/runtime.hpp"
+
+namespace mpiaccel::tool {
+namespace {
+
+std::string env_or(const char* name, const char* fallback = "-") {
+  const char* value = std::getenv(name);
+  return value && *value ? value : fallback;
+}
+
+std::string hdf5_version() {
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  std::string text = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
+#ifdef H5_HAVE_PARALLEL
+  text += " (parallel)";
+#else
+  text += " (serial)";
+#endif
+  return text;
+}
+
+std::string boost_version() {
+  return std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000) +
+         "." + std::to_string(BOOST_VERSION % 100);
+}
+
+// One line per rank: what the launcher told it and what MPI says.
+std::string device_or_reason(const Runtime& rt) {
+  try {
+    return rt.device().device;
+  } catch (const Error& e) {
+    return "error: " + e.message();
+  }
+}
+
+std::string rank_row(const Runtime& rt) {
+  const auto& launch = rt.launch();
+  char row[512];
+  std::snprintf(row, sizeof(row), "%5d  %-16s %5d/%-5d %4d/%-4d %-9s %-8s %-12s %s", rt.rank(),
+                rt.host().c_str(), rt.local_rank(), rt.local_size(), rt.node_rank(), rt.node_count(),
+                launcher_name(launch.launcher), device_or_reason(rt).c_str(),
+                env_or("OMP_NUM_THREADS").c_str(), env_or("CUDA_VISIBLE_DEVICES").c_str());
+  return row;
+}
+
+int run_env(const std::vector<std::string>& args, int* argc, char*** argv) {
+  if (!args.empty()) throw UsageError("unexpected argument '" + args.front() + "'");
+  Runtime rt(argc, argv);
+  auto world = make_mpi_world(rt, std::chrono::seconds(60));
+  auto rows = world->gather_bytes(rank_row(rt), 0);
+  if (!rt.is_main_process()) return 0;
+
+  std::ostringstream out;
+  out << "mpiaccel " << MPIACCEL_VERSION << "\n\n"
+      << "versions\n"
+      << "  LibTorch        " << TORCH_VERSION << "  (" << MPIACCEL_TORCH_DIR << ")\n"
+      << "  MPI             " << rt.mpi_library_version() << "\n"
+      << "  HDF5            " << hdf5_version() << "\n"
+      << "  NCCL            " << (nccl_available() ? nccl_version() : std::string("not built")) << "\n"
+      << "  inih            " << MPIACCEL_INIH_VERSION << "\n"
+      << "  Boost           " << boost_version() << "\n\n"
+      << "build\n"
+      << "  build type      " << MPIACCEL_BUILD_TYPE << "\n"
+      << "  compiler        " << MPIACCEL_CXX_COMPILER << "\n"
+      << "  NCCL backend    " << (MPIACCEL_NCCL_BUILT ? "ON" : "OFF") << "\n\n"
+      << "job\n"
+      << "  world size      " << rt.world_size() << " on " << rt.node_count() << " node(s)\n"
+      << "  launcher        " << launcher_name(rt.launch().launcher) << "\n"
+      << "  Slurm job       " << env_or("SLURM_JOB_ID") << " step " << env_or("SLURM_STEP_ID") << "\n"
+      << "  OMPI_MCA_fcoll  " << env_or("OMPI_MCA_fcoll") << "\n\n"
+      << " rank  host             local       node      launcher  device   OMP_THREADS  CUDA_VISIBLE\n";
+  for (const auto& row : rows) out << row << "\n";
+  std::fputs(out.str().c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+extern const Command kEnvCommand = {
+    "env", "versions, build options and the rank environment",
+    "usage: mpiaccel env\n"
+    "       mpirun -np N mpiaccel env\n\n"
+    "Prints the versions of mpiaccel, LibTorch, the MPI library, HDF5 (and whether it is\n"
+    "parallel), NCCL, inih and Boost; the build options; and, gathered on rank 0, one row\n"
+    "per rank: host, local rank, node, launcher, device, OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES.\n",
+    run_env};
+
+}  // namespace mpiaccel::tool

@@ -1,0 +1,154 @@
+#pragma once
+// The facade a training program calls, shaped like Hugging Face Accelerate:
+//
+//   mpiaccel::Runtime runtime(&argc, &argv);
+//   mpiaccel::Accelerator acc(runtime, mpiaccel::Config::load_file("job.ini"));
+//   acc.set_seed(42);
+//   auto model = std::make_shared<MyModel>();
+//   auto opt = std::make_shared<torch::optim::AdamW>(model->parameters(), ...);
+//   acc.prepare(model, opt);
+//   auto loader = acc.make_loader(dataset, batch_size);
+//   for (step...) {
+//     for (micro...) {
+//       auto guard = acc.accumulate();          // syncs only on the last micro-step
+//       auto batch = loader.next();
+//       acc.backward(model->loss(model->forward(batch.input), batch.target));
+//     }
+//     acc.clip_grad_norm(1.0);
+//     acc.step();
+//     acc.zero_grad();
+//   }
+//
+// Every member marked collective must be called by every rank, in the same
+// order.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "mpiaccel/comm.hpp"
+#include "mpiaccel/config.hpp"
+#include "mpiaccel/data.hpp"
+#include "mpiaccel/strategy.hpp"
+
+namespace torch::nn {
+class Module;
+}
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace mpiaccel {
+
+class Runtime;
+
+class Accelerator {
+ public:
+  /// Builds the world communicator (deadline [distributed] timeout_s) and the
+  /// strategy of `config`. Collective over the world.
+  Accelerator(Runtime& runtime, Config config);
+  ~Accelerator();
+  Accelerator(const Accelerator&) = delete;
+  Accelerator& operator=(const Accelerator&) = delete;
+
+  const Config& config() const { return config_; }
+  Runtime& runtime() { return runtime_; }
+  Communicator& comm() { return *comm_; }
+  std::shared_ptr<Communicator> comm_ptr() { return comm_; }
+  Strategy& strategy() { return *strategy_; }
+  int rank() const;
+  int world_size() const;
+  bool is_main_process() const { return rank() == 0; }
+  /// "cpu" or "cuda:N".
+  std::string device() const;
+
+  /// Seeds LibTorch's generators. With `device_specific`, rank r uses seed + r
+  /// (for dropout masks that must differ); otherwise every rank the same seed
+  /// (for identical model initialisation).
+  void set_seed(uint64_t seed, bool device_specific = false);
+
+  /// Puts the model and its optimizer under the strategy (see
+  /// Strategy::prepare). Call once, after set_seed. Collective.
+  void prepare(std::shared_ptr<torch::nn::Module> model,
+               std::shared_ptr<torch::optim::Optimizer> optimizer);
+
+  /// A loader of `dataset` whose sampler gives this rank its disjoint share:
+  /// `batch_size` samples per rank per micro-step.
+  DistributedLoader make_loader(std::shared_ptr<const Dataset> dataset, int64_t batch_size,
+                                bool shuffle = true) const;
+
+  /// Opens one micro-step of gradient accumulation ([train]
+  /// grad_accum_steps): gradients synchronise only on the last one, and
+  /// step()/zero_grad() act only then (sync_gradients()).
+  class AccumulateGuard {
+   public:
+    explicit AccumulateGuard(Accelerator& acc) : acc_(&acc) {}
+    AccumulateGuard(AccumulateGuard&& other) noexcept : acc_(other.acc_) { other.acc_ = nullptr; }
+    AccumulateGuard(const AccumulateGuard&) = delete;
+    ~AccumulateGuard();
+
+   private:
+    Accelerator* acc_;
+  };
+  AccumulateGuard accumulate();
+  /// True when the current micro-step synchronises gradients.
+  bool sync_gradients() const { return sync_gradients_; }
+
+  /// Disables gradient synchronisation until the guard is destroyed
+  /// (PyTorch's DDP.no_sync()).
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(Strategy& strategy);
+    NoSyncGuard(NoSyncGuard&& other) noexcept;
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    ~NoSyncGuard();
+
+   private:
+    Strategy* strategy_;
+    bool previous_;
+  };
+  NoSyncGuard no_sync();
+
+  /// loss.backward(), with the loss divided by the accumulation steps so that
+  /// accumulated gradients are a mean. Collective (hooks communicate).
+  void backward(const at::Tensor& loss);
+
+  /// Clips the gradients to a global L2 norm of `max_norm` and returns the
+  /// norm before clipping. Collective. Only on a sync step.
+  double clip_grad_norm(double max_norm);
+
+  /// The optimizer step (only on a sync step). Collective.
+  void step();
+  void zero_grad();
+
+  /// Every rank's `tensor` concatenated along dim 0, on every rank. Collective.
+  at::Tensor gather(const at::Tensor& tensor);
+  /// The reduction of every rank's `tensor`, on every rank. Collective.
+  at::Tensor reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  /// The mean of a scalar over ranks. Collective.
+  double mean_across_ranks(double value);
+
+  /// A barrier. Collective.
+  void wait_for_everyone();
+  /// Writes `message` from rank 0 only.
+  void print(const std::string& message) const;
+
+  std::shared_ptr<torch::nn::Module> model() const { return model_; }
+  std::shared_ptr<torch::optim::Optimizer> optimizer() const { return optimizer_; }
+
+ private:
+  friend class AccumulateGuard;
+
+  Runtime& runtime_;
+  Config config_;
+  std::shared_ptr<Communicator> comm_;
+  std::unique_ptr<Strategy> strategy_;
+  std::shared_ptr<torch::nn::Module> model_;
+  std::shared_ptr<torch::optim::Optimizer> optimizer_;
+  int64_t micro_step_ = 0;
+  bool sync_gradients_ = true;
+};
+
+}  // namespace mpiaccel

@@ -1,0 +1,160 @@
+#include "mpiaccel/accelerator.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+#include <torch/utils.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "mpiaccel/log.hpp"
+#include "mpiaccel/runtime.hpp"
+
+namespace mpiaccel {
+
+namespace {
+std::chrono::milliseconds timeout_of(const Config& config) {
+  return std::chrono::milliseconds(static_cast<int64_t>(config.distributed.timeout_s * 1000.0));
+}
+}  // namespace
+
+Accelerator::Accelerator(Runtime& runtime, Config config)
+    : runtime_(runtime), config_(std::move(config)) {
+  set_log_level(parse_log_level(config_.logging.level));
+  comm_ = make_mpi_world(runtime_, timeout_of(config_));
+  runtime_.set_device_options({config_.distributed.allow_gpu_sharing, config_.distributed.device});
+  std::string device_problem;
+  try {
+    runtime_.device();
+  } catch (const Error& e) {
+    device_problem = e.message();
+  }
+  all_ok(*comm_, device_problem.empty(), device_problem);
+  strategy_ = make_strategy(config_, comm_);
+  log_debug("accelerator: strategy " + strategy_->name() + " over " +
+            std::to_string(comm_->size()) + " rank(s), device " + device());
+}
+
+Accelerator::~Accelerator() = default;
+
+int Accelerator::rank() const { return comm_->rank(); }
+int Accelerator::world_size() const { return comm_->size(); }
+std::string Accelerator::device() const { return runtime_.device().device; }
+
+void Accelerator::set_seed(uint64_t seed, bool device_specific) {
+  torch::manual_seed(device_specific ? seed + static_cast<uint64_t>(rank()) : seed);
+}
+
+void Accelerator::prepare(std::shared_ptr<torch::nn::Module> model,
+                          std::shared_ptr<torch::optim::Optimizer> optimizer) {
+  MPIACCEL_CHECK(model && optimizer, "Accelerator::prepare needs a model and an optimizer");
+  MPIACCEL_CHECK(!model_, "Accelerator::prepare was already called: call it once per run");
+  model_ = std::move(model);
+  optimizer_ = std::move(optimizer);
+  // Module::to() swaps each parameter's data in place, so the optimizer,
+  // built over the same tensors, follows the move.
+  if (device() != "cpu") model_->to(at::Device(device()));
+  strategy_->prepare(model_, optimizer_);
+}
+
+DistributedLoader Accelerator::make_loader(std::shared_ptr<const Dataset> dataset,
+                                           int64_t batch_size, bool shuffle) const {
+  DistributedSampler sampler(dataset->size(), comm_->rank(), comm_->size(),
+                             static_cast<uint64_t>(config_.distributed.seed), shuffle,
+                             config_.train.drop_last);
+  return DistributedLoader(std::move(dataset), std::move(sampler), batch_size);
+}
+
+Accelerator::AccumulateGuard Accelerator::accumulate() {
+  ++micro_step_;
+  sync_gradients_ = micro_step_ % config_.train.grad_accum_steps == 0;
+  strategy_->set_gradient_sync(sync_gradients_);
+  return AccumulateGuard(*this);
+}
+
+Accelerator::AccumulateGuard::~AccumulateGuard() = default;
+
+Accelerator::NoSyncGuard::NoSyncGuard(Strategy& strategy)
+    : strategy_(&strategy), previous_(strategy.gradient_sync()) {
+  strategy_->set_gradient_sync(false);
+}
+Accelerator::NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
+    : strategy_(other.strategy_), previous_(other.previous_) {
+  other.strategy_ = nullptr;
+}
+Accelerator::NoSyncGuard::~NoSyncGuard() {
+  if (strategy_) strategy_->set_gradient_sync(previous_);
+}
+
+Accelerator::NoSyncGuard Accelerator::no_sync() { return NoSyncGuard(*strategy_); }
+
+void Accelerator::backward(const at::Tensor& loss) {
+  MPIACCEL_CHECK(model_, "Accelerator::backward before prepare()");
+  const auto steps = config_.train.grad_accum_steps;
+  if (steps > 1)
+    (loss / static_cast<double>(steps)).backward();
+  else
+    loss.backward();
+  strategy_->after_backward();
+}
+
+double Accelerator::clip_grad_norm(double max_norm) {
+  if (!sync_gradients_) return 0.0;
+  double norm = strategy_->grad_norm();
+  // torch.nn.utils.clip_grad_norm_: scale only when over the limit, with the
+  // same 1e-6 guard against a zero norm.
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
+    strategy_->scale_grads(max_norm / (norm + 1e-6));
+  return norm;
+}
+
+void Accelerator::step() {
+  if (sync_gradients_) strategy_->step(*optimizer_);
+}
+
+void Accelerator::zero_grad() {
+  if (sync_gradients_) strategy_->zero_grad(*optimizer_);
+}
+
+at::Tensor Accelerator::gather(const at::Tensor& tensor) {
+  auto input = tensor.contiguous();
+  auto sizes = input.sizes().vec();
+  if (sizes.empty()) {
+    input = input.reshape({1});
+    sizes = {1};
+  }
+  std::vector<int64_t> rows_of_rank(static_cast<size_t>(world_size()));
+  auto row_counts = at::zeros({world_size()}, at::kLong);
+  row_counts[rank()] = sizes[0];
+  comm_->all_reduce(row_counts, ReduceOp::Sum);
+  const int64_t row_elements = sizes[0] == 0 ? 0 : input.numel() / sizes[0];
+  std::vector<int64_t> counts;
+  int64_t total_rows = 0;
+  for (int r = 0; r < world_size(); ++r) {
+    int64_t rows = row_counts[r].item<int64_t>();
+    counts.push_back(rows * row_elements);
+    total_rows += rows;
+  }
+  auto out_sizes = sizes;
+  out_sizes[0] = total_rows;
+  auto output = at::empty(out_sizes, input.options());
+  comm_->all_gather_uneven(output, input, counts);
+  return output;
+}
+
+at::Tensor Accelerator::reduce(const at::Tensor& tensor, ReduceOp op) {
+  auto result = tensor.clone().contiguous();
+  comm_->all_reduce(result, op);
+  return result;
+}
+
+double Accelerator::mean_across_ranks(double value) {
+  return comm_->all_reduce_scalar(value, ReduceOp::Sum) / world_size();
+}
+
+void Accelerator::wait_for_everyone() { comm_->barrier(); }
+
+void Accelerator::print(const std::string& message) const { mpiaccel::print(message); }
+
+}  // namespace mpiaccel

@@ -1,0 +1,271 @@
+// A GPT-2-style decoder for byte-level text (after karpathy/nanoGPT):
+// token + position embeddings, n_layer pre-LN DecoderLayers, a final
+// LayerNorm and a head tied to the token embedding.
+//
+// Module names matter here: FSDP's TRANSFORMER_BASED_WRAP picks units by
+// Module::name() ("DecoderLayer"), and parameter names ("blocks.0.attn.qkv.
+// weight") are the keys of checkpoints and of the DDP cross-rank check.
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/families.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/models.hpp"
+#include "mpiaccel/unit.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+torch::nn::LayerNorm layer_norm(int64_t width) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}));
+}
+
+}  // namespace
+
+class CausalSelfAttention : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttention(const ModelSpec& spec)
+      : torch::nn::Module("CausalSelfAttention"), n_head_(spec.n_head) {
+    // One fused projection for q, k and v: one matmul instead of three.
+    qkv_ = register_module("qkv", torch::nn::Linear(spec.n_embd, 3 * spec.n_embd));
+    proj_ = register_module("proj", torch::nn::Linear(spec.n_embd, spec.n_embd));
+    attn_dropout_ = register_module("attn_dropout", torch::nn::Dropout(spec.dropout));
+    resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(spec.dropout));
+  }
+
+  at::Tensor forward(const at::Tensor& x) {
+    const int64_t batch = x.size(0);
+    const int64_t time = x.size(1);
+    const int64_t width = x.size(2);
+    const int64_t head_dim = width / n_head_;
+    std::vector<at::Tensor> qkv = qkv_->forward(x).split(width, 2);
+    auto heads = [&](const at::Tensor& t) {
+      return t.view({batch, time, n_head_, head_dim}).transpose(1, 2);  // [B, nh, T, hd]
+    };
+    at::Tensor q = heads(qkv[0]);
+    at::Tensor k = heads(qkv[1]);
+    at::Tensor v = heads(qkv[2]);
+    at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim)));
+    // Built per call rather than kept as a buffer: a buffer would be broadcast
+    // by DDP and written into every checkpoint for nothing.
+    at::Tensor future = at::ones({time, time}, x.options().dtype(at::kBool)).triu(1);
+    att = at::softmax(att.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
+    att = attn_dropout_->forward(att);
+    at::Tensor y = at::matmul(att, v).transpose(1, 2).contiguous().view({batch, time, width});
+    return resid_dropout_->forward(proj_->forward(y));
+  }
+
+ private:
+  int64_t n_head_;
+  torch::nn::Linear qkv_{nullptr};
+  torch::nn::Linear proj_{nullptr};
+  torch::nn::Dropout attn_dropout_{nullptr};
+  torch::nn::Dropout resid_dropout_{nullptr};
+};
+
+class FeedForward : public torch::nn::Module {
+ public:
+  explicit FeedForward(const ModelSpec& spec) : torch::nn::Module("FeedForward") {
+    fc_ = register_module("fc", torch::nn::Linear(spec.n_embd, 4 * spec.n_embd));
+    proj_ = register_module("proj", torch::nn::Linear(4 * spec.n_embd, spec.n_embd));
+    dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));
+  }
+
+  at::Tensor forward(const at::Tensor& x) {
+    return dropout_->forward(proj_->forward(at::gelu(fc_->forward(x))));
+  }
+
+ private:
+  torch::nn::Linear fc_{nullptr};
+  torch::nn::Linear proj_{nullptr};
+  torch::nn::Dropout dropout_{nullptr};
+};
+
+/// One transformer block, the unit FSDP wraps: x + attn(ln(x)), then x + mlp(ln(x)).
+class DecoderLayer : public torch::nn::Module {
+ public:
+  explicit DecoderLayer(const ModelSpec& spec) : torch::nn::Module("DecoderLayer") {
+    ln_1_ = register_module("ln_1", layer_norm(spec.n_embd));
+    attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(spec));
+    ln_2_ = register_module("ln_2", layer_norm(spec.n_embd));
+    mlp_ = register_module("mlp", std::make_shared<FeedForward>(spec));
+  }
+
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor h = x + attn_->forward(ln_1_->forward(x));
+    return h + mlp_->forward(ln_2_->forward(h));
+  }
+
+ private:
+  torch::nn::LayerNorm ln_1_{nullptr};
+  std::shared_ptr<CausalSelfAttention> attn_;
+  torch::nn::LayerNorm ln_2_{nullptr};
+  std::shared_ptr<FeedForward> mlp_;
+};
+
+class Gpt : public torch::nn::Module, public HasUnits, public Model {
+ public:
+  explicit Gpt(const ModelSpec& spec) : torch::nn::Module("GPT"), spec_(spec) {
+    wte_ = register_module("wte", torch::nn::Embedding(spec.vocab_size, spec.n_embd));
+    wpe_ = register_module("wpe", torch::nn::Embedding(spec.block_size, spec.n_embd));
+    dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));
+    blocks_ = register_module("blocks", torch::nn::ModuleList());
+    for (int64_t i = 0; i < spec.n_layer; ++i) {
+      layers_.push_back(std::make_shared<DecoderLayer>(spec));
+      blocks_->push_back(layers_.back());
+    }
+    ln_f_ = register_module("ln_f", layer_norm(spec.n_embd));
+    init_weights();
+  }
+
+  at::Tensor forward(const at::Tensor& input) override {
+    MPIACCEL_CHECK(input.dim() == 2 && input.scalar_type() == at::kLong,
+                   "GPT input must be int64 tokens [batch, time]");
+    const int64_t time = input.size(1);
+    MPIACCEL_CHECK(time <= spec_.block_size,
+                   "GPT input of " + std::to_string(time) + " tokens is longer than block_size " +
+                       std::to_string(spec_.block_size) + " ([train] seq_len)");
+    at::Tensor positions = at::arange(time, input.options());
+    at::Tensor x = dropout_->forward(wte_->forward(input) + wpe_->forward(positions));
+    for (const std::shared_ptr<DecoderLayer>& layer : layers_) {
+      x = units().run(*layer, x, [&layer](const at::Tensor& in) { return layer->forward(in); });
+    }
+    x = ln_f_->forward(x);
+    // Tied head: the token embedding read backwards, one parameter for both.
+    return at::matmul(x, wte_->weight.t());
+  }
+
+  at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override {
+    return at::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
+  }
+
+  std::string kind() const override { return "gpt"; }
+  torch::nn::Module& module() override { return *this; }
+  const ModelSpec& spec() const { return spec_; }
+  const at::Tensor& token_embedding() const { return wte_->weight; }
+
+ private:
+  // nanoGPT's GPT-2 initialisation: N(0, 0.02) weights and zero biases, with
+  // the projections back into the residual stream scaled by 1/sqrt(2·n_layer)
+  // so the residual's variance does not grow with depth.
+  void init_weights() {
+    at::NoGradGuard no_grad;
+    const double residual_std = 0.02 / std::sqrt(2.0 * double(spec_.n_layer));
+    for (auto& item : named_parameters()) {
+      const std::string& name = item.key();
+      at::Tensor& p = item.value();
+      if (name.find("ln_") != std::string::npos) continue;  // LayerNorm: ones and zeros
+      if (ends_with(name, ".bias")) {
+        p.zero_();
+      } else if (ends_with(name, "proj.weight")) {
+        p.normal_(0.0, residual_std);
+      } else {
+        p.normal_(0.0, 0.02);
+      }
+    }
+  }
+
+  ModelSpec spec_;
+  torch::nn::Embedding wte_{nullptr};
+  torch::nn::Embedding wpe_{nullptr};
+  torch::nn::Dropout dropout_{nullptr};
+  torch::nn::ModuleList blocks_{nullptr};
+  std::vector<std::shared_ptr<DecoderLayer>> layers_;
+  torch::nn::LayerNorm ln_f_{nullptr};
+};
+
+std::shared_ptr<Model> make_gpt(const ModelSpec& spec) {
+  MPIACCEL_CHECK(spec.n_layer >= 1 && spec.n_head >= 1 && spec.n_embd >= 1 &&
+                     spec.vocab_size >= 1 && spec.block_size >= 1,
+                 "GPT sizes must be positive (n_layer, n_head, n_embd, vocab_size, block_size)");
+  MPIACCEL_CHECK(spec.n_embd % spec.n_head == 0, "[model] n_embd " + std::to_string(spec.n_embd) +
+                                                     " is not a multiple of n_head " +
+                                                     std::to_string(spec.n_head));
+  MPIACCEL_CHECK(spec.dropout >= 0.0 && spec.dropout < 1.0,
+                 "[model] dropout " + std::to_string(spec.dropout) + " is not in [0, 1)");
+  return std::make_shared<Gpt>(spec);
+}
+
+}  // namespace mpiaccel::detail
+
+namespace mpiaccel {
+namespace {
+
+// Restores the training mode generate() found, however it leaves.
+class EvalModeScope {
+ public:
+  explicit EvalModeScope(torch::nn::Module& module)
+      : module_(module), was_training_(module.is_training()) {
+    module_.eval();
+  }
+  ~EvalModeScope() { module_.train(was_training_); }
+  EvalModeScope(const EvalModeScope&) = delete;
+  EvalModeScope& operator=(const EvalModeScope&) = delete;
+
+ private:
+  torch::nn::Module& module_;
+  bool was_training_;
+};
+
+int64_t pick_token(at::Tensor logits, const GenerateOptions& options, at::Generator& generator) {
+  if (options.temperature <= 0.0) return logits.argmax().item<int64_t>();
+  logits = logits / options.temperature;
+  if (options.top_k > 0 && options.top_k < logits.size(0)) {
+    const at::Tensor kth = std::get<0>(logits.topk(options.top_k)).select(0, options.top_k - 1);
+    logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
+  }
+  const at::Tensor probs = at::softmax(logits, 0);
+  return at::multinomial(probs, 1, false, generator).item<int64_t>();
+}
+
+}  // namespace
+
+std::string generate(Model& model, const std::string& prompt, const GenerateOptions& options) {
+  auto* gpt = dynamic_cast<detail::Gpt*>(&model);
+  MPIACCEL_CHECK(gpt != nullptr, "generate() needs a GPT, not a " + model.kind() + " model");
+  MPIACCEL_CHECK(options.n_tokens >= 0, "generate(): n_tokens must not be negative");
+  at::NoGradGuard no_grad;
+  EvalModeScope eval(*gpt);
+  // A private generator: sampling neither depends on nor disturbs the
+  // training run's random state.
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  const at::Device device = gpt->token_embedding().device();
+  const int64_t block = gpt->spec().block_size;
+
+  std::vector<int64_t> context;
+  for (unsigned char c : prompt.empty() ? std::string("\n") : prompt) context.push_back(c);
+  std::string out;
+  out.reserve(static_cast<size_t>(options.n_tokens));
+  for (int64_t n = 0; n < options.n_tokens; ++n) {
+    const int64_t from = std::max<int64_t>(0, static_cast<int64_t>(context.size()) - block);
+    at::Tensor tokens =
+        at::tensor(at::ArrayRef<int64_t>(context.data() + from, context.size() - from), at::kLong)
+            .unsqueeze(0)
+            .to(device);
+    at::Tensor logits = gpt->forward(tokens).select(1, -1).squeeze(0).to(at::kCPU, at::kFloat);
+    const int64_t token = pick_token(logits, options, generator);
+    context.push_back(token);
+    out.push_back(static_cast<char>(token));
+  }
+  return out;
+}
+
+}  // namespace mpiaccel

@@ -1,0 +1,50 @@
+// The model factory and the bridges between Model and torch::nn::Module.
+
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <string>
+
+#include "models/families.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/models.hpp"
+
+namespace mpiaccel {
+
+ModelSpec ModelSpec::from(const ModelConfig& model, int64_t seq_len) {
+  ModelSpec spec;
+  spec.n_layer = model.n_layer;
+  spec.n_head = model.n_head;
+  spec.n_embd = model.n_embd;
+  spec.vocab_size = model.vocab_size;
+  spec.block_size = seq_len;
+  spec.dropout = model.dropout;
+  spec.hidden_size = model.hidden_size;
+  spec.mlp_layers = model.mlp_layers;
+  return spec;
+}
+
+std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec) {
+  if (kind == "gpt") return detail::make_gpt(spec);
+  if (kind == "mlp") return detail::make_mlp(spec);
+  if (kind == "cnn") return detail::make_cnn(spec);
+  MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, mlp, cnn");
+}
+
+std::shared_ptr<torch::nn::Module> as_module(const std::shared_ptr<Model>& model) {
+  if (!model) return nullptr;
+  // Aliasing: the Module pointer shares the Model's ownership.
+  return std::shared_ptr<torch::nn::Module>(model, &model->module());
+}
+
+std::shared_ptr<Model> as_model(const std::shared_ptr<torch::nn::Module>& module) {
+  return std::dynamic_pointer_cast<Model>(module);
+}
+
+int64_t parameter_count(Model& model) {
+  int64_t count = 0;
+  for (const at::Tensor& p : model.module().parameters()) count += p.numel();
+  return count;
+}
+
+}  // namespace mpiaccel

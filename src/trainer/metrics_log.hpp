@@ -1,0 +1,41 @@
+#pragma once
+// The JSONL metrics file of a run (DESIGN.md §7): rank 0 appends one JSON
+// object per logged step.
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mpiaccel::detail {
+
+/// One JSON object built field by field: numbers and strings only.
+class JsonLine {
+ public:
+  JsonLine& add(const std::string& key, double value);
+  JsonLine& add(const std::string& key, long long value);
+  JsonLine& add(const std::string& key, const std::string& value);
+  std::string text() const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> fields_;  // key, encoded value
+};
+
+std::string json_escape(const std::string& text);
+
+class MetricsLog {
+ public:
+  /// Opens `path` for appending (creating its directory). An empty path or
+  /// `enabled` false writes nothing.
+  MetricsLog(const std::string& path, bool enabled);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void write(const JsonLine& line);
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace mpiaccel::detail

@@ -1,0 +1,170 @@
+#include "mpiaccel/trainer.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <chrono>
+#include <string>
+
+#include "mpiaccel/accelerator.hpp"
+#include "mpiaccel/data.hpp"
+#include "mpiaccel/log.hpp"
+#include "mpiaccel/models.hpp"
+#include "trainer/evaluation.hpp"
+#include "trainer/lr_schedule.hpp"
+#include "trainer/metrics_log.hpp"
+#include "trainer/optimizer_factory.hpp"
+#include "trainer/progress.hpp"
+
+namespace mpiaccel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Bytes the model produced, made safe for a terminal.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) out += (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) ? char(c) : '?';
+  return out;
+}
+
+bool is_text_model(const std::string& kind) { return kind == "gpt"; }
+
+}  // namespace
+
+TrainResult train(Accelerator& acc) {
+  const Config& config = acc.config();
+  const auto& tc = config.train;
+  at::set_num_threads(static_cast<int>(tc.num_threads));
+
+  // Identical initialisation on every rank (DDP also broadcasts rank 0's).
+  acc.set_seed(static_cast<uint64_t>(config.distributed.seed));
+  auto model = make_model(tc.model, ModelSpec::from(config.model, tc.seq_len));
+  auto optimizer = detail::make_optimizer(config.optimizer, model->module());
+  acc.prepare(as_module(model), optimizer);
+  // Dropout masks differ per rank, like independent data-parallel workers.
+  acc.set_seed(static_cast<uint64_t>(config.distributed.seed) + 1, /*device_specific=*/true);
+
+  auto train_data = make_dataset(tc.dataset, tc.data_dir, "train", tc.seq_len, tc.val_fraction);
+  auto val_data = make_dataset(tc.dataset, tc.data_dir, "val", tc.seq_len, tc.val_fraction);
+  auto loader = acc.make_loader(train_data, tc.batch_size, /*shuffle=*/true);
+  auto val_loader = acc.make_loader(val_data, tc.batch_size, /*shuffle=*/false);
+  const int64_t eval_batches = std::min<int64_t>(tc.eval_batches, std::max<int64_t>(1, val_loader.batches_per_epoch()));
+
+  const bool text = is_text_model(tc.model);
+  const int64_t units_per_sample = text ? tc.seq_len : 1;
+  const int64_t units_per_step = units_per_sample * tc.batch_size * tc.grad_accum_steps * acc.world_size();
+  const char* unit_name = text ? "tok/s" : "samples/s";
+  const char* throughput_key = text ? "tokens_per_s" : "samples_per_s";
+
+  acc.print("mpiaccel train: " + tc.model + " (" + std::to_string(parameter_count(*model)) +
+            " parameters) on " + tc.dataset + " (" + std::to_string(train_data->size()) +
+            " training samples), strategy " + acc.strategy().name() + " on " +
+            std::to_string(acc.world_size()) + " rank(s), global batch " +
+            std::to_string(tc.batch_size * tc.grad_accum_steps * acc.world_size()));
+
+  detail::MetricsLog metrics(config.logging.metrics_file, acc.is_main_process());
+  detail::Progress progress(config.logging.progress, acc.is_main_process());
+  TrainResult result;
+  const auto start = Clock::now();
+  auto window_start = start;
+  int64_t window_steps = 0;
+  double window_loss = 0;
+
+  for (int64_t step = 0; step < tc.max_steps; ++step) {
+    const double lr = detail::learning_rate_at(step, tc.max_steps, config.optimizer.lr, config.scheduler);
+    detail::set_learning_rate(*optimizer, lr);
+    double step_loss = 0;
+    for (int64_t micro = 0; micro < tc.grad_accum_steps; ++micro) {
+      auto guard = acc.accumulate();
+      auto batch = loader.next();
+      auto loss = model->loss(model->forward(batch.input), batch.target);
+      acc.backward(loss);
+      step_loss += loss.item<double>();
+    }
+    double grad_norm = config.optimizer.grad_clip > 0 ? acc.clip_grad_norm(config.optimizer.grad_clip) : 0.0;
+    acc.step();
+    acc.zero_grad();
+
+    // The logged loss is the mean over ranks and micro-batches, so runs at
+    // different world sizes compare directly (DESIGN.md §7).
+    const double mean_loss = acc.mean_across_ranks(step_loss / static_cast<double>(tc.grad_accum_steps));
+    result.losses.push_back(mean_loss);
+    result.steps = step + 1;
+    window_loss += mean_loss;
+    ++window_steps;
+
+    const bool last = step + 1 == tc.max_steps;
+    const bool log_now = last || (tc.log_every > 0 && (step + 1) % tc.log_every == 0);
+    const double elapsed = seconds_since(start);
+    const double window_s = seconds_since(window_start);
+    detail::ProgressState state;
+    state.step = step + 1;
+    state.max_steps = tc.max_steps;
+    state.loss = mean_loss;
+    state.lr = lr;
+    state.unit = unit_name;
+    state.elapsed_s = elapsed;
+    state.steps_per_s = window_s > 0 ? window_steps / window_s : 0;
+    state.throughput = state.steps_per_s * static_cast<double>(units_per_step);
+    if (log_now) {
+      state.loss = window_loss / static_cast<double>(window_steps);
+      metrics.write(detail::JsonLine()
+                        .add("step", static_cast<long long>(step + 1))
+                        .add("loss", mean_loss)
+                        .add("lr", lr)
+                        .add("grad_norm", grad_norm)
+                        .add("elapsed_s", elapsed)
+                        .add(throughput_key, state.throughput));
+    }
+    progress.update(state, log_now);
+    if (log_now) {
+      window_start = Clock::now();
+      window_steps = 0;
+      window_loss = 0;
+    }
+
+    const bool eval_now = last || (tc.eval_every > 0 && (step + 1) % tc.eval_every == 0);
+    if (eval_now) {
+      auto eval = detail::evaluate(acc, *model, val_loader, eval_batches);
+      result.final_val_loss = eval.loss;
+      result.final_val_acc = eval.accuracy;
+      auto line = detail::JsonLine()
+                      .add("step", static_cast<long long>(step + 1))
+                      .add("val_loss", eval.loss)
+                      .add("elapsed_s", seconds_since(start));
+      std::string text_line = "eval step " + std::to_string(step + 1) + ": val_loss " + std::to_string(eval.loss);
+      if (eval.accuracy >= 0) {
+        line.add("val_acc", eval.accuracy);
+        text_line += ", val_acc " + std::to_string(eval.accuracy);
+      }
+      metrics.write(line);
+      progress.message(text_line);
+      // Evaluation time is not training throughput.
+      window_start = Clock::now();
+      window_steps = 0;
+      window_loss = 0;
+    }
+  }
+  progress.finish();
+  acc.print("done: " + std::to_string(result.steps) + " steps in " +
+            detail::format_duration(seconds_since(start)) + ", final val_loss " +
+            std::to_string(result.final_val_loss));
+
+  if (text && tc.sample_tokens > 0 && acc.is_main_process()) {
+    GenerateOptions options;
+    options.n_tokens = tc.sample_tokens;
+    options.seed = static_cast<uint64_t>(config.distributed.seed);
+    acc.print("sample:\n" + printable(generate(*model, "\n", options)));
+  }
+  acc.wait_for_everyone();
+  return result;
+}
+
+}  // namespace mpiaccel

@@ -3,6 +3,7 @@
 // the launcher that started it, the device it computes on, and the
 // pre-emption signal flags. No MPI type appears here.
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -90,6 +91,12 @@ class Runtime {
   /// Chooses the device again under `options` (the run's [distributed]
   /// device / allow_gpu_sharing, known only after the config is read).
   void set_device_options(const RuntimeOptions& options);
+  /// Called by a rank that is failing: true if every rank of the world calls
+  /// it within `grace` (a failure they agreed on, e.g. a bad config: exit
+  /// normally), false if some rank did not (a lone failure: the caller should
+  /// report it and fatal() so the others do not wait for it forever).
+  bool all_ranks_failing(std::chrono::milliseconds grace);
+
   /// The MPI library's version string (MPI_Get_library_version, first line).
   std::string mpi_library_version() const;
 

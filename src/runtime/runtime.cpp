@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "config/error_identity.hpp"
 #include "mpiaccel/log.hpp"
@@ -137,6 +138,20 @@ Runtime::~Runtime() {
   if (mpi_->node != MPI_COMM_NULL) MPI_Comm_free(&mpi_->node);
   if (mpi_->world != MPI_COMM_NULL) MPI_Comm_free(&mpi_->world);
   if (finalize_) MPI_Finalize();
+}
+
+bool Runtime::all_ranks_failing(std::chrono::milliseconds grace) {
+  if (world_size_ == 1) return true;
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (MPI_Ibarrier(mpi_->world, &request) != MPI_SUCCESS) return false;  // collective (failing ranks only)
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  int done = 0;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // An unfinished barrier is left pending on purpose: the caller aborts.
+  return done != 0;
 }
 
 std::string Runtime::mpi_library_version() const {

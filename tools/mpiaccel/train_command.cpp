@@ -2,6 +2,7 @@
 // run under mpirun or srun.
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/config_io.hpp"
+#include "mpiaccel/error.hpp"
 #include "mpiaccel/runtime.hpp"
 #include "mpiaccel/trainer.hpp"
 
@@ -39,18 +41,35 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
   return out;
 }
 
+// A failure every rank shares (a bad config, a missing dataset, an error
+// agreed through all_ok) is reported once, by rank 0, and the job exits 1. A
+// failure of some ranks only is reported by each of them and brings the job
+// down, so the healthy ranks never wait for the failed one.
+int report_failure(Runtime& runtime, const char* command, const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  const std::string why = error ? error->message() : e.what();
+  if (runtime.all_ranks_failing(std::chrono::seconds(10))) {
+    if (runtime.is_main_process()) std::fprintf(stderr, "mpiaccel: %s: %s\n", command, why.c_str());
+    return 1;
+  }
+  fatal(std::string(command) + " failed on this rank: " + why);
+}
+
 int run_train(const std::vector<std::string>& args, int* argc, char*** argv) {
   auto parsed = parse_train_arguments(args);
   Runtime runtime(argc, argv);
-  Config config;
-  {
-    // Rank 0 reads the file; every rank parses the same bytes.
-    auto bootstrap = make_mpi_world(runtime, std::chrono::seconds(120));
-    config = load_config(*bootstrap, parsed.config_path, parsed.overrides);
+  try {
+    Config config;
+    {
+      // Rank 0 reads the file; every rank parses the same bytes.
+      auto bootstrap = make_mpi_world(runtime, std::chrono::seconds(120));
+      config = load_config(*bootstrap, parsed.config_path, parsed.overrides);
+    }
+    Accelerator accelerator(runtime, std::move(config));
+    return train(accelerator).exit_status;
+  } catch (const std::exception& e) {
+    return report_failure(runtime, "train", e);
   }
-  Accelerator accelerator(runtime, std::move(config));
-  auto result = train(accelerator);
-  return result.exit_status;
 }
 
 }  // namespace

@@ -1,0 +1,27 @@
+#pragma once
+// The replicated strategies: DDP (every rank holds the whole model, gradients
+// are averaged by a bucketed all-reduce overlapped with backward; docs/ddp.md)
+// and NoDist (no communication at all).
+
+#include <memory>
+
+#include "mpiaccel/config.hpp"
+#include "mpiaccel/strategy.hpp"
+
+namespace mpiaccel {
+
+class Communicator;
+
+/// DDP over `comm`, configured by [ddp]. prepare() checks the model is the
+/// same on every rank, broadcasts rank 0's parameters and buffers, and installs
+/// the gradient hooks. Every Strategy call is collective over comm.
+std::unique_ptr<Strategy> make_ddp_strategy(const DdpConfig& config,
+                                            std::shared_ptr<Communicator> comm);
+
+/// No distribution: the model trains as in a single process; nothing is
+/// communicated. `comm` (optional) only tells this rank's place for saving:
+/// rank 0 writes every row of the state dict, other ranks none, so a collective
+/// checkpoint of independent ranks holds rank 0's model.
+std::unique_ptr<Strategy> make_no_dist_strategy(std::shared_ptr<Communicator> comm = nullptr);
+
+}  // namespace mpiaccel

@@ -1,0 +1,135 @@
+// DDP: replicated model, gradients averaged by the bucketed Reducer.
+
+#include "ddp/ddp_strategy.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "ddp/replicated_grads.hpp"
+#include "mpiaccel/comm.hpp"
+#include "mpiaccel/ddp.hpp"
+#include "mpiaccel/error.hpp"
+#include "state/model_sync.hpp"
+#include "state/optimizer_state.hpp"
+
+namespace mpiaccel {
+namespace detail {
+
+DdpStrategy::DdpStrategy(const DdpConfig& config, std::shared_ptr<Communicator> comm)
+    : config_(config), comm_(std::move(comm)) {
+  MPIACCEL_CHECK(comm_, "DDP: no communicator");
+  reducer_options(config_);  // validates
+}
+
+ReducerOptions DdpStrategy::reducer_options(const DdpConfig& config) {
+  MPIACCEL_CHECK(config.bucket_cap_mb > 0, "[ddp] bucket_cap_mb must be > 0, got " +
+                                               std::to_string(config.bucket_cap_mb));
+  ReducerOptions options;
+  options.bucket_bytes =
+      std::max<int64_t>(1, static_cast<int64_t>(config.bucket_cap_mb * 1024.0 * 1024.0));
+  options.first_bucket_bytes = int64_t{1} << 20;
+  options.find_unused_parameters = config.find_unused_parameters;
+  options.gradient_as_bucket_view = config.gradient_as_bucket_view;
+  options.static_graph = config.static_graph;
+  return options;
+}
+
+void DdpStrategy::require_prepared(const char* what) const {
+  MPIACCEL_CHECK(reducer_ && model_, std::string("DDP: ") + what + " before prepare()");
+}
+
+void DdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
+                          std::shared_ptr<torch::optim::Optimizer> optimizer) {
+  MPIACCEL_CHECK(model, "DDP prepare: no model");
+  MPIACCEL_CHECK(!reducer_, "DDP prepare: already prepared; prepare a strategy once");
+  check_same_model_across_ranks(*comm_, *model);
+  broadcast_module_state(*comm_, *model);
+  ParamList list = trainable_params(*model);
+  reducer_ = std::make_unique<Reducer>(std::move(list.params), std::move(list.names), comm_,
+                                       reducer_options(config_));
+  reducer_->set_gradient_sync(sync_);
+  model_ = std::move(model);
+}
+
+void DdpStrategy::set_gradient_sync(bool enabled) {
+  sync_ = enabled;
+  if (reducer_) reducer_->set_gradient_sync(enabled);
+}
+
+bool DdpStrategy::gradient_sync() const { return sync_; }
+
+void DdpStrategy::after_backward() {
+  require_prepared("after_backward()");
+  reducer_->after_backward();
+}
+
+double DdpStrategy::grad_norm() {
+  require_prepared("grad_norm()");
+  // Gradients are averaged and identical on every rank: the local norm is the global one.
+  return local_grad_norm(reducer_->params());
+}
+
+void DdpStrategy::scale_grads(double factor) {
+  require_prepared("scale_grads()");
+  scale_local_grads(reducer_->params(), factor);
+}
+
+void DdpStrategy::step(torch::optim::Optimizer& optimizer) {
+  require_prepared("step()");
+  optimizer.step();
+}
+
+void DdpStrategy::zero_grad(torch::optim::Optimizer& optimizer) {
+  require_prepared("zero_grad()");
+  reducer_->zero_grad();
+  // Parameters of the optimizer outside the reducer (frozen ones) as well.
+  for (const auto& group : optimizer.param_groups()) zero_local_grads(group.params());
+}
+
+ShardedStateDict DdpStrategy::state_dict(torch::optim::Optimizer& optimizer) {
+  require_prepared("state_dict()");
+  return replicated_state_dict(*model_, optimizer, comm_->rank(), comm_->size(),
+                               RowOwnership::Spread);
+}
+
+ShardedStateDict DdpStrategy::load_targets(torch::optim::Optimizer& optimizer) {
+  require_prepared("load_targets()");
+  pending_load_ = replicated_load_targets(*model_, optimizer);
+  return pending_load_.targets;
+}
+
+void DdpStrategy::finish_load(torch::optim::Optimizer& optimizer) {
+  require_prepared("finish_load()");
+  // Every rank read every row of the same file: replicas agree without communication.
+  pending_load_.finish(optimizer);
+  pending_load_ = ReplicatedLoad{};
+}
+
+Strategy::MemoryAccount DdpStrategy::memory(torch::optim::Optimizer& optimizer) const {
+  require_prepared("memory()");
+  MemoryAccount account;
+  std::vector<at::Tensor> all_params;
+  for (const auto& item : model_->named_parameters(true)) all_params.push_back(item.value());
+  account.param_bytes = tensor_bytes(all_params);
+  int64_t buckets = 0;
+  for (int64_t bytes : reducer_->bucket_sizes()) buckets += bytes;
+  // Bucket views ARE the gradients; otherwise .grad tensors come on top.
+  account.grad_bytes = buckets + (config_.gradient_as_bucket_view ? 0 : grad_bytes(reducer_->params()));
+  account.optimizer_bytes = optimizer_state_bytes(optimizer);
+  return account;
+}
+
+Reducer& DdpStrategy::reducer() {
+  require_prepared("reducer()");
+  return *reducer_;
+}
+
+}  // namespace detail
+
+std::unique_ptr<Strategy> make_ddp_strategy(const DdpConfig& config,
+                                            std::shared_ptr<Communicator> comm) {
+  return std::make_unique<detail::DdpStrategy>(config, std::move(comm));
+}
+
+}  // namespace mpiaccel

@@ -1,0 +1,34 @@
+#pragma once
+// Gradient arithmetic shared by the replicated strategies (DDP, NoDist):
+// every rank holds every (already averaged) gradient, so norms and scaling are
+// local.
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+namespace torch::nn {
+class Module;
+}
+
+namespace mpiaccel::detail {
+
+/// The module's distinct parameters that require grad, with their names
+/// (a tied weight registered under two names is listed once, first name).
+struct ParamList {
+  std::vector<at::Tensor> params;
+  std::vector<std::string> names;
+};
+ParamList trainable_params(const torch::nn::Module& module);
+
+/// sqrt(sum of squared L2 norms) of the defined gradients, in double.
+double local_grad_norm(const std::vector<at::Tensor>& params);
+void scale_local_grads(const std::vector<at::Tensor>& params, double factor);
+/// Zeroes defined gradients in place (never resets them to undefined, so
+/// gradient bucket views stay bound).
+void zero_local_grads(const std::vector<at::Tensor>& params);
+int64_t tensor_bytes(const std::vector<at::Tensor>& tensors);
+int64_t grad_bytes(const std::vector<at::Tensor>& params);
+
+}  // namespace mpiaccel::detail

@@ -25,9 +25,11 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
+#include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/data.hpp"
@@ -135,6 +137,20 @@ class Accelerator {
   /// Writes `message` from rank 0 only.
   void print(const std::string& message) const;
 
+  /// Saves a checkpoint of `step` into [checkpoint] dir: model parameters
+  /// and buffers, optimizer state, this rank's RNG state, the resolved config
+  /// and `trainer` (counters such as epoch and sample position). Returns the
+  /// committed file. A failed save leaves the previous checkpoint and
+  /// `latest` untouched. Collective.
+  std::string save_state(int64_t step, const std::map<std::string, std::string>& trainer = {});
+  /// Loads a checkpoint file, or a directory's `latest`, into the prepared
+  /// model and optimizer, at any world size and layout (each rank reads only
+  /// the rows it needs). RNG states are restored when the world size is the
+  /// same; otherwise they are re-derived from (seed, step, rank) and this is
+  /// logged. Returns the checkpoint's meta (step, trainer counters).
+  /// Collective.
+  CheckpointMeta load_state(const std::string& path_or_dir);
+
   std::shared_ptr<torch::nn::Module> model() const { return model_; }
   std::shared_ptr<torch::optim::Optimizer> optimizer() const { return optimizer_; }
 
@@ -145,6 +161,7 @@ class Accelerator {
   Config config_;
   std::shared_ptr<Communicator> comm_;
   std::unique_ptr<Strategy> strategy_;
+  std::unique_ptr<Checkpointer> checkpointer_;
   std::shared_ptr<torch::nn::Module> model_;
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   int64_t micro_step_ = 0;

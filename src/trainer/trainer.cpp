@@ -6,6 +6,8 @@
 #include <torch/optim/optimizer.h>
 
 #include <chrono>
+#include <filesystem>
+#include <map>
 #include <string>
 
 #include "mpiaccel/accelerator.hpp"
@@ -35,6 +37,39 @@ std::string printable(const std::string& text) {
 }
 
 bool is_text_model(const std::string& kind) { return kind == "gpt"; }
+
+std::map<std::string, std::string> trainer_counters(int64_t step, const LoaderState& loader,
+                                                    int64_t global_batch) {
+  return {{"step", std::to_string(step)},
+          {"scheduler_step", std::to_string(step)},
+          {"epoch", std::to_string(loader.epoch)},
+          {"position", std::to_string(loader.position)},
+          {"samples_seen", std::to_string(step * global_batch)}};
+}
+
+int64_t counter(const std::map<std::string, std::string>& counters, const std::string& key) {
+  auto it = counters.find(key);
+  MPIACCEL_CHECK(it != counters.end(), "checkpoint has no trainer counter '" + key +
+                                           "': it was not written by `mpiaccel train`");
+  return std::stoll(it->second);
+}
+
+// "none" → "", "latest" → the checkpoint dir if it has a committed checkpoint
+// (a first run of a requeued job has none yet), else the path as given.
+std::string resume_source(Accelerator& acc) {
+  const auto& ck = acc.config().checkpoint;
+  if (ck.resume == "none") return "";
+  if (ck.resume != "latest") return ck.resume;
+  // Rank 0 looks, so every rank takes the same decision.
+  int64_t found = 0;
+  if (acc.is_main_process()) found = std::filesystem::exists(std::filesystem::path(ck.dir) / "latest") ? 1 : 0;
+  found = acc.comm().all_reduce_int(found, ReduceOp::Max);
+  if (!found) {
+    acc.print("resume = latest: no checkpoint in " + ck.dir + " yet, starting from step 0");
+    return "";
+  }
+  return ck.dir;
+}
 
 }  // namespace
 
@@ -71,13 +106,30 @@ TrainResult train(Accelerator& acc) {
 
   detail::MetricsLog metrics(config.logging.metrics_file, acc.is_main_process());
   detail::Progress progress(config.logging.progress, acc.is_main_process());
+  const int64_t global_batch = tc.batch_size * tc.grad_accum_steps * acc.world_size();
+  int64_t first_step = 0;
+  if (auto source = resume_source(acc); !source.empty()) {
+    auto meta = acc.load_state(source);
+    first_step = counter(meta.trainer, "step");
+    loader.restore(LoaderState{counter(meta.trainer, "epoch"), counter(meta.trainer, "position")});
+    acc.print("resumed from " + meta.path + " at step " + std::to_string(first_step) + " (saved by " +
+              std::to_string(meta.world_size) + " rank(s), strategy " + meta.strategy + ")");
+  }
+  const bool checkpointing = !config.checkpoint.dir.empty();
+  int64_t last_saved = first_step;
+  auto save = [&](int64_t steps_done) {
+    auto path = acc.save_state(steps_done, trainer_counters(steps_done, loader.state(), global_batch));
+    last_saved = steps_done;
+    progress.message("checkpoint " + path);
+  };
+
   TrainResult result;
   const auto start = Clock::now();
   auto window_start = start;
   int64_t window_steps = 0;
   double window_loss = 0;
 
-  for (int64_t step = 0; step < tc.max_steps; ++step) {
+  for (int64_t step = first_step; step < tc.max_steps; ++step) {
     const double lr = detail::learning_rate_at(step, tc.max_steps, config.optimizer.lr, config.scheduler);
     detail::set_learning_rate(*optimizer, lr);
     double step_loss = 0;
@@ -151,7 +203,11 @@ TrainResult train(Accelerator& acc) {
       window_steps = 0;
       window_loss = 0;
     }
+    if (checkpointing && config.checkpoint.every_steps > 0 && (step + 1) % config.checkpoint.every_steps == 0)
+      save(step + 1);
   }
+  if (checkpointing && config.checkpoint.save_at_end && last_saved != tc.max_steps && result.steps > 0)
+    save(tc.max_steps);
   progress.finish();
   acc.print("done: " + std::to_string(result.steps) + " steps in " +
             detail::format_duration(seconds_since(start)) + ", final val_loss " +

@@ -1,0 +1,82 @@
+// Accelerator::save_state / load_state: the strategy describes its state as a
+// ShardedStateDict, the Checkpointer writes it to one parallel HDF5 file.
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ATen.h>
+#include <torch/utils.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "mpiaccel/accelerator.hpp"
+#include "mpiaccel/log.hpp"
+#include "mpiaccel/runtime.hpp"
+
+namespace mpiaccel {
+namespace {
+
+std::string cpu_rng_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  auto state = generator.get_state();
+  return std::string(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()),
+                     static_cast<size_t>(state.numel()));
+}
+
+void set_cpu_rng_state(const std::string& bytes) {
+  auto state = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(state.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+// A seed for (seed, step, rank) when saved RNG states cannot map onto the new
+// ranks: splitmix64 over the three, so nearby inputs give unrelated seeds.
+uint64_t derived_seed(uint64_t seed, uint64_t step, uint64_t rank) {
+  uint64_t x = seed ^ (step * 0x9E3779B97F4A7C15ULL) ^ (rank * 0xBF58476D1CE4E5B9ULL);
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::string Accelerator::save_state(int64_t step, const std::map<std::string, std::string>& trainer) {
+  MPIACCEL_CHECK(model_, "Accelerator::save_state before prepare()");
+  if (!checkpointer_)
+    checkpointer_ = std::make_unique<Checkpointer>(runtime_, comm_, config_.checkpoint.dir,
+                                                   config_.checkpoint.keep_last);
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.world_size = world_size();
+  meta.strategy = strategy_->name();
+  meta.config_text = config_.to_ini();
+  meta.trainer = trainer;
+  meta.rng_state = cpu_rng_state();
+  return checkpointer_->save(strategy_->state_dict(*optimizer_), step, meta);
+}
+
+CheckpointMeta Accelerator::load_state(const std::string& path_or_dir) {
+  MPIACCEL_CHECK(model_, "Accelerator::load_state before prepare(): prepare the model and "
+                         "optimizer first, then load into them");
+  if (!checkpointer_)
+    checkpointer_ = std::make_unique<Checkpointer>(runtime_, comm_, config_.checkpoint.dir,
+                                                   config_.checkpoint.keep_last);
+  auto targets = strategy_->load_targets(*optimizer_);
+  auto meta = checkpointer_->load(path_or_dir, targets);
+  strategy_->finish_load(*optimizer_);
+  if (meta.world_size == world_size() && !meta.rng_state.empty()) {
+    set_cpu_rng_state(meta.rng_state);
+  } else {
+    torch::manual_seed(derived_seed(static_cast<uint64_t>(config_.distributed.seed),
+                                    static_cast<uint64_t>(meta.step), static_cast<uint64_t>(rank())));
+    if (is_main_process())
+      log_info("checkpoint " + meta.path + " was saved by " + std::to_string(meta.world_size) +
+               " rank(s), this run has " + std::to_string(world_size()) +
+               ": RNG states re-derived from (seed, step, rank)");
+  }
+  return meta;
+}
+
+}  // namespace mpiaccel

@@ -1,0 +1,153 @@
+// Bus bandwidth of the MPI communicator against raw MPI, measured in the same
+// run, interleaved.
+//
+//   bench_comm [CSV_PATH] [MAX_BYTES]
+//
+// For each op (all_reduce, reduce_scatter, all_gather) and size (4 KiB to
+// 256 MiB, x4), "ours" is the async path (op enqueued on the communicator's
+// thread, then wait()) and "mpi" is the blocking MPI call on a duplicate of
+// the world, on the main thread. Rounds alternate which side goes first; each
+// side's figure is the best round's mean time per call (max over ranks), so a
+// noisy neighbour on a shared machine hurts both sides alike.
+//
+// Definitions follow nccl-tests: bytes = the full array (all_reduce buffer,
+// reduce_scatter input, all_gather output); algbw = bytes / time; busbw =
+// algbw * 2(n-1)/n for all_reduce and algbw * (n-1)/n for the other two.
+
+#include <ATen/ATen.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mpiaccel/comm.hpp"
+#include "mpiaccel/runtime.hpp"
+#include "runtime/check_mpi.hpp"
+#include "runtime/runtime_mpi.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kRounds = 6;
+
+struct Row {
+  std::string op;
+  int ranks;
+  int64_t bytes;
+  int iters;
+  double ours_s, mpi_s;  // mean seconds per call
+  double factor;         // busbw / algbw
+};
+
+// Mean seconds per call of `call` over `iters` calls, the max over ranks.
+double time_calls(MPI_Comm comm, int iters, const std::function<void()>& call) {
+  MPIACCEL_CHECK_MPI(MPI_Barrier(comm));
+  const auto start = Clock::now();
+  for (int i = 0; i < iters; ++i) call();
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count() / iters;
+  MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, comm));
+  return seconds;
+}
+
+Row measure(const std::string& op, int64_t bytes, int ranks, double factor, MPI_Comm comm,
+            const std::function<void()>& ours, const std::function<void()>& raw) {
+  const int iters = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / bytes, 3, 200));
+  ours();  // warm-up: page faults, MPI's internal buffers
+  raw();
+  double best_ours = 1e30, best_mpi = 1e30;
+  for (int round = 0; round < kRounds; ++round) {
+    if (round % 2 == 0) {
+      best_ours = std::min(best_ours, time_calls(comm, iters, ours));
+      best_mpi = std::min(best_mpi, time_calls(comm, iters, raw));
+    } else {
+      best_mpi = std::min(best_mpi, time_calls(comm, iters, raw));
+      best_ours = std::min(best_ours, time_calls(comm, iters, ours));
+    }
+  }
+  return Row{op, ranks, bytes, iters, best_ours, best_mpi, factor};
+}
+
+std::string size_text(int64_t bytes) {
+  if (bytes >= (1 << 20)) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes >> 10) + " KiB";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mpiaccel::Runtime runtime(&argc, &argv);
+  const std::string csv_path = argc > 1 ? argv[1] : "bench_comm.csv";
+  const int64_t max_bytes = argc > 2 ? std::atoll(argv[2]) : (int64_t{256} << 20);
+  auto comm = mpiaccel::make_mpi_world(runtime, std::chrono::seconds(600));
+  MPI_Comm raw = MPI_COMM_NULL;
+  MPIACCEL_CHECK_MPI(MPI_Comm_dup(mpiaccel::detail::RuntimeAccess::world(runtime), &raw));
+  const int n = comm->size();
+  const double reduce_factor = 2.0 * (n - 1) / n, gather_factor = static_cast<double>(n - 1) / n;
+
+  std::vector<Row> rows;
+  for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
+    // Whole elements, divisible into n blocks.
+    const int64_t count = std::max<int64_t>(n, bytes / 4 / n * n);
+    const int64_t block = count / n;
+    const int64_t used = count * 4;
+    // Zeros: repeated sums never overflow or turn denormal.
+    at::Tensor full = at::zeros({count}, at::kFloat);
+    at::Tensor part = at::zeros({block}, at::kFloat);
+    float* f = full.data_ptr<float>();
+    float* p = part.data_ptr<float>();
+    rows.push_back(measure(
+        "all_reduce", used, n, reduce_factor, raw,
+        [&] { comm->all_reduce_async(full, mpiaccel::ReduceOp::Sum)->wait(); },
+        [&] {
+          MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, f, static_cast<int>(count), MPI_FLOAT,
+                                           MPI_SUM, raw));
+        }));
+    rows.push_back(measure(
+        "reduce_scatter", used, n, gather_factor, raw,
+        [&] { comm->reduce_scatter_async(part, full, mpiaccel::ReduceOp::Sum)->wait(); },
+        [&] {
+          MPIACCEL_CHECK_MPI(MPI_Reduce_scatter_block(f, p, static_cast<int>(block), MPI_FLOAT,
+                                                      MPI_SUM, raw));
+        }));
+    rows.push_back(measure(
+        "all_gather", used, n, gather_factor, raw,
+        [&] { comm->all_gather_async(full, part)->wait(); },
+        [&] {
+          MPIACCEL_CHECK_MPI(MPI_Allgather(p, static_cast<int>(block), MPI_FLOAT, f,
+                                           static_cast<int>(block), MPI_FLOAT, raw));
+        }));
+  }
+
+  if (comm->rank() == 0) {
+    std::printf("# comm benchmark: %d ranks, float32, %s\n", n,
+                runtime.mpi_library_version().c_str());
+    std::printf("%-15s %9s %6s %11s %11s %10s %10s %7s %12s\n", "op", "size", "iters",
+                "ours_us", "mpi_us", "ours_GB/s", "mpi_GB/s", "ratio", "overhead_us");
+    std::ofstream csv(csv_path);
+    csv << "op,ranks,bytes,iters,ours_us,mpi_us,ours_algbw_GBps,ours_busbw_GBps,mpi_busbw_GBps,"
+           "ratio,overhead_us\n";
+    for (const Row& r : rows) {
+      const double ours_bus = r.bytes / r.ours_s * r.factor / 1e9;
+      const double mpi_bus = r.bytes / r.mpi_s * r.factor / 1e9;
+      const double ratio = r.mpi_s / r.ours_s;  // busbw ours / busbw mpi
+      const double overhead_us = (r.ours_s - r.mpi_s) * 1e6;
+      std::printf("%-15s %9s %6d %11.1f %11.1f %10.3f %10.3f %7.3f %12.1f\n", r.op.c_str(),
+                  size_text(r.bytes).c_str(), r.iters, r.ours_s * 1e6, r.mpi_s * 1e6, ours_bus,
+                  mpi_bus, ratio, overhead_us);
+      csv << r.op << ',' << r.ranks << ',' << r.bytes << ',' << r.iters << ',' << r.ours_s * 1e6
+          << ',' << r.mpi_s * 1e6 << ',' << r.bytes / r.ours_s / 1e9 << ',' << ours_bus << ','
+          << mpi_bus << ',' << ratio << ',' << overhead_us << '\n';
+    }
+    std::printf("# busbw as nccl-tests: all_reduce x2(n-1)/n, others x(n-1)/n; ratio = "
+                "ours/mpi busbw; CSV: %s\n", csv_path.c_str());
+  }
+  comm.reset();
+  MPI_Comm_free(&raw);
+  return 0;
+}

@@ -1,0 +1,261 @@
+#include "comm/mpi_communicator.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+
+#include "comm/mpi_types.hpp"
+#include "comm/tensor_checks.hpp"
+#include "runtime/check_mpi.hpp"
+#include "runtime/runtime_mpi.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+// MPI counts are int: larger all_reduce/broadcast/bytes transfers go in chunks.
+constexpr int64_t kMaxChunk = int64_t{1} << 30;
+
+void check_int_count(int64_t count, const char* op, const char* what) {
+  MPIACCEL_CHECK(count <= INT_MAX,
+                 std::string(op) + ": " + what + " is " + std::to_string(count) +
+                     " elements, more than MPI's int count (2^31-1) allows; split it into "
+                     "several calls");
+}
+
+template <typename Collective>
+void chunked(char* data, int64_t count, int64_t element_bytes, Collective&& collective) {
+  for (int64_t done = 0; done < count; done += kMaxChunk) {
+    const int chunk = static_cast<int>(std::min(kMaxChunk, count - done));
+    collective(data + done * element_bytes, chunk);
+  }
+}
+
+// all_gather's input may already sit in its block of the output (FSDP-style
+// flat buffers); MPI then needs MPI_IN_PLACE instead of aliased buffers.
+bool is_own_block(const at::Tensor& output, const at::Tensor& input, int64_t offset) {
+  return input.numel() > 0 &&
+         static_cast<const char*>(input.data_ptr()) ==
+             static_cast<const char*>(output.data_ptr()) + offset * output.element_size();
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout)
+    : comm_(comm) {
+  MPIACCEL_CHECK(timeout.count() > 0, "communicator timeout must be positive, got " +
+                                          std::to_string(timeout.count()) + " ms");
+  MPIACCEL_CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  MPIACCEL_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
+  MPIACCEL_CHECK_MPI(MPI_Comm_size(comm_, &size_));
+  init_mpi_types();
+  thread_ = std::make_unique<CommThread>(rank_, size_, timeout);
+}
+
+std::shared_ptr<MpiCommunicator> MpiCommunicator::duplicate(MPI_Comm base,
+                                                            std::chrono::milliseconds timeout) {
+  MPIACCEL_CHECK(base != MPI_COMM_NULL, "cannot build a communicator: the MPI communicator is "
+                                        "null (was the Runtime destroyed?)");
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPIACCEL_CHECK_MPI(MPI_Comm_dup(base, &comm));  // collective over base
+  return std::make_shared<MpiCommunicator>(comm, timeout);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  thread_.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+WorkHandle MpiCommunicator::all_reduce_async(at::Tensor tensor, ReduceOp op) {
+  check_tensor(tensor, "all_reduce", "tensor", false, "MPI");
+  check_reduce_op(op, tensor.scalar_type(), "all_reduce");
+  const MPI_Datatype type = mpi_datatype(tensor.scalar_type());
+  const MPI_Op mpi_op = mpi_reduce_op(op, tensor.scalar_type());
+  return thread_->enqueue(
+      "all_reduce", describe_op("all_reduce", tensor),
+      [comm = comm_, size = size_, tensor, type, mpi_op, op] {
+        chunked(static_cast<char*>(tensor.data_ptr()), tensor.numel(), tensor.element_size(),
+                [&](char* data, int count) {
+                  MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data, count, type, mpi_op, comm));
+                });
+        if (op == ReduceOp::Avg && size > 1) tensor.div_(size);
+      });
+}
+
+WorkHandle MpiCommunicator::reduce_scatter_async(at::Tensor output, at::Tensor input,
+                                                 ReduceOp op) {
+  const char* name = "reduce_scatter";
+  check_tensor(output, name, "output", false, "MPI");
+  check_tensor(input, name, "input", false, "MPI");
+  check_same_dtype(output, input, name);
+  check_reduce_op(op, input.scalar_type(), name);
+  check_numel(input, output.numel() * size_, name, "input", "size() x output elements");
+  check_int_count(output.numel(), name, "the output");
+  const MPI_Datatype type = mpi_datatype(input.scalar_type());
+  const MPI_Op mpi_op = mpi_reduce_op(op, input.scalar_type());
+  return thread_->enqueue(
+      name, describe_op(name, input),
+      [comm = comm_, size = size_, output, input, type, mpi_op, op] {
+        MPIACCEL_CHECK_MPI(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(),
+                                                    static_cast<int>(output.numel()), type,
+                                                    mpi_op, comm));
+        if (op == ReduceOp::Avg && size > 1) output.div_(size);
+      });
+}
+
+WorkHandle MpiCommunicator::all_gather_async(at::Tensor output, at::Tensor input) {
+  const char* name = "all_gather";
+  check_tensor(output, name, "output", false, "MPI");
+  check_tensor(input, name, "input", false, "MPI");
+  check_same_dtype(output, input, name);
+  check_numel(output, input.numel() * size_, name, "output", "size() x input elements");
+  check_int_count(input.numel(), name, "the input");
+  const MPI_Datatype type = mpi_datatype(input.scalar_type());
+  const bool in_place = is_own_block(output, input, input.numel() * rank_);
+  return thread_->enqueue(name, describe_op(name, output),
+                          [comm = comm_, output, input, type, in_place] {
+                            const int count = static_cast<int>(input.numel());
+                            MPIACCEL_CHECK_MPI(MPI_Allgather(
+                                in_place ? MPI_IN_PLACE : input.data_ptr(), count, type,
+                                output.data_ptr(), count, type, comm));
+                          });
+}
+
+WorkHandle MpiCommunicator::all_gather_uneven_async(at::Tensor output, at::Tensor input,
+                                                    std::vector<int64_t> counts) {
+  const char* name = "all_gather_uneven";
+  check_tensor(output, name, "output", false, "MPI");
+  check_tensor(input, name, "input", false, "MPI");
+  check_same_dtype(output, input, name);
+  const int64_t total = check_uneven_counts(counts, size_, rank_, output, input);
+  check_int_count(total, name, "the output");
+  std::vector<int> int_counts(counts.begin(), counts.end());
+  std::vector<int> displacements(counts.size(), 0);
+  std::partial_sum(int_counts.begin(), int_counts.end() - 1, displacements.begin() + 1);
+  const MPI_Datatype type = mpi_datatype(input.scalar_type());
+  const bool in_place = is_own_block(output, input, displacements[static_cast<size_t>(rank_)]);
+  return thread_->enqueue(
+      name, describe_op(name, output),
+      [comm = comm_, output, input, type, in_place, int_counts = std::move(int_counts),
+       displacements = std::move(displacements)] {
+        MPIACCEL_CHECK_MPI(MPI_Allgatherv(in_place ? MPI_IN_PLACE : input.data_ptr(),
+                                          static_cast<int>(input.numel()), type,
+                                          output.data_ptr(), int_counts.data(),
+                                          displacements.data(), type, comm));
+      });
+}
+
+WorkHandle MpiCommunicator::broadcast_async(at::Tensor tensor, int root) {
+  check_tensor(tensor, "broadcast", "tensor", false, "MPI");
+  check_root(root, size_, "broadcast");
+  const MPI_Datatype type = mpi_datatype(tensor.scalar_type());
+  return thread_->enqueue(
+      "broadcast", describe_op("broadcast", tensor), [comm = comm_, tensor, type, root] {
+        chunked(static_cast<char*>(tensor.data_ptr()), tensor.numel(), tensor.element_size(),
+                [&](char* data, int count) {
+                  MPIACCEL_CHECK_MPI(MPI_Bcast(data, count, type, root, comm));
+                });
+      });
+}
+
+WorkHandle MpiCommunicator::barrier_async() {
+  return thread_->enqueue("barrier", "barrier",
+                          [comm = comm_] { MPIACCEL_CHECK_MPI(MPI_Barrier(comm)); });
+}
+
+std::string MpiCommunicator::broadcast_bytes(const std::string& bytes, int root) {
+  check_root(root, size_, "broadcast_bytes");
+  std::string result;
+  thread_->run("broadcast_bytes", "broadcast_bytes of " + std::to_string(bytes.size()) +
+                                      " bytes (on the root)",
+               [&, comm = comm_] {
+                 int64_t length = rank_ == root ? static_cast<int64_t>(bytes.size()) : 0;
+                 MPIACCEL_CHECK_MPI(MPI_Bcast(&length, 1, MPI_INT64_T, root, comm));
+                 result = rank_ == root ? bytes : std::string(static_cast<size_t>(length), '\0');
+                 chunked(result.data(), length, 1, [&](char* data, int count) {
+                   MPIACCEL_CHECK_MPI(MPI_Bcast(data, count, MPI_BYTE, root, comm));
+                 });
+               });
+  return result;
+}
+
+std::vector<std::string> MpiCommunicator::all_gather_bytes(const std::string& bytes) {
+  std::vector<std::string> result;
+  thread_->run(
+      "all_gather_bytes", "all_gather_bytes of " + std::to_string(bytes.size()) + " bytes",
+      [&, comm = comm_] {
+        int64_t length = static_cast<int64_t>(bytes.size());
+        std::vector<int64_t> lengths(static_cast<size_t>(size_));
+        MPIACCEL_CHECK_MPI(MPI_Allgather(&length, 1, MPI_INT64_T, lengths.data(), 1,
+                                         MPI_INT64_T, comm));
+        // Every rank sees the same lengths, so every rank agrees on this check.
+        const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+        check_int_count(total, "all_gather_bytes", "the total");
+        std::vector<int> counts(lengths.begin(), lengths.end());
+        std::vector<int> displacements(counts.size(), 0);
+        std::partial_sum(counts.begin(), counts.end() - 1, displacements.begin() + 1);
+        std::string all(static_cast<size_t>(total), '\0');
+        MPIACCEL_CHECK_MPI(MPI_Allgatherv(bytes.data(), counts[static_cast<size_t>(rank_)],
+                                          MPI_BYTE, all.data(), counts.data(),
+                                          displacements.data(), MPI_BYTE, comm));
+        for (size_t r = 0; r < counts.size(); ++r)
+          result.push_back(all.substr(static_cast<size_t>(displacements[r]),
+                                      static_cast<size_t>(counts[r])));
+      });
+  return result;
+}
+
+std::vector<std::string> MpiCommunicator::gather_bytes(const std::string& bytes, int root) {
+  check_root(root, size_, "gather_bytes");
+  std::vector<std::string> result;
+  thread_->run(
+      "gather_bytes", "gather_bytes of " + std::to_string(bytes.size()) + " bytes",
+      [&, comm = comm_] {
+        // All-gather of the lengths (not a gather) so that every rank can
+        // agree on the size check below before the data moves.
+        int64_t length = static_cast<int64_t>(bytes.size());
+        std::vector<int64_t> lengths(static_cast<size_t>(size_));
+        MPIACCEL_CHECK_MPI(MPI_Allgather(&length, 1, MPI_INT64_T, lengths.data(), 1,
+                                         MPI_INT64_T, comm));
+        const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+        check_int_count(total, "gather_bytes", "the total");
+        std::vector<int> counts(lengths.begin(), lengths.end());
+        std::vector<int> displacements(counts.size(), 0);
+        std::partial_sum(counts.begin(), counts.end() - 1, displacements.begin() + 1);
+        std::string all(rank_ == root ? static_cast<size_t>(total) : 0, '\0');
+        MPIACCEL_CHECK_MPI(MPI_Gatherv(bytes.data(), counts[static_cast<size_t>(rank_)], MPI_BYTE,
+                                       all.data(), counts.data(), displacements.data(), MPI_BYTE,
+                                       root, comm));
+        if (rank_ != root) return;
+        for (size_t r = 0; r < counts.size(); ++r)
+          result.push_back(all.substr(static_cast<size_t>(displacements[r]),
+                                      static_cast<size_t>(counts[r])));
+      });
+  return result;
+}
+
+std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm part = MPI_COMM_NULL;
+  thread_->run("split", "split", [&, comm = comm_] {
+    MPIACCEL_CHECK_MPI(MPI_Comm_split(comm, color < 0 ? MPI_UNDEFINED : color, key, &part));
+  });
+  if (part == MPI_COMM_NULL) return nullptr;
+  return std::make_shared<MpiCommunicator>(part, thread_->timeout());
+}
+
+}  // namespace mpiaccel::detail
+
+namespace mpiaccel {
+
+std::shared_ptr<Communicator> make_mpi_world(const Runtime& runtime,
+                                             std::chrono::milliseconds timeout) {
+  return detail::MpiCommunicator::duplicate(detail::RuntimeAccess::world(runtime), timeout);
+}
+
+std::shared_ptr<Communicator> make_mpi_node(const Runtime& runtime,
+                                            std::chrono::milliseconds timeout) {
+  return detail::MpiCommunicator::duplicate(detail::RuntimeAccess::node(runtime), timeout);
+}
+
+}  // namespace mpiaccel

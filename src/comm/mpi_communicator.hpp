@@ -1,0 +1,50 @@
+#pragma once
+// Internal: the MPI communicator (CPU tensors). See comm_thread.hpp for how
+// its ops run and how the deadline is enforced.
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "comm/comm_thread.hpp"
+#include "mpiaccel/comm.hpp"
+
+namespace mpiaccel::detail {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  /// Takes ownership of `comm` (frees it on destruction).
+  MpiCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout);
+  /// A communicator over a duplicate of `base` (collective over `base`).
+  static std::shared_ptr<MpiCommunicator> duplicate(MPI_Comm base,
+                                                    std::chrono::milliseconds timeout);
+  /// Drains the queue, joins the thread, frees the MPI_Comm. Never throws.
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+  std::chrono::milliseconds timeout() const override { return thread_->timeout(); }
+
+  WorkHandle all_reduce_async(at::Tensor tensor, ReduceOp op) override;
+  WorkHandle reduce_scatter_async(at::Tensor output, at::Tensor input, ReduceOp op) override;
+  WorkHandle all_gather_async(at::Tensor output, at::Tensor input) override;
+  WorkHandle all_gather_uneven_async(at::Tensor output, at::Tensor input,
+                                     std::vector<int64_t> counts) override;
+  WorkHandle broadcast_async(at::Tensor tensor, int root) override;
+  WorkHandle barrier_async() override;
+
+  std::string broadcast_bytes(const std::string& bytes, int root) override;
+  std::vector<std::string> all_gather_bytes(const std::string& bytes) override;
+  std::vector<std::string> gather_bytes(const std::string& bytes, int root) override;
+
+  /// A negative `color` joins no group and returns nullptr (MPI_UNDEFINED).
+  std::shared_ptr<Communicator> split(int color, int key) override;
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  std::unique_ptr<CommThread> thread_;
+};
+
+}  // namespace mpiaccel::detail

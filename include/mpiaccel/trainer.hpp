@@ -12,13 +12,22 @@ namespace mpiaccel {
 
 class Accelerator;
 
+/// Exit statuses of `mpiaccel train` (docs/trainer.md).
+constexpr int kExitFinished = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+/// SIGUSR1 or SIGTERM reached a rank: every rank took part in a checkpoint at
+/// the next step boundary and stopped. Requeue the job with
+/// `checkpoint.resume=latest` (jobs/slurm/*.sbatch do).
+constexpr int kExitPreempted = 3;
+
 /// What a run did, for the caller and tests.
 struct TrainResult {
   int64_t steps = 0;
   std::vector<double> losses;  ///< per optimizer step, mean over ranks and micro-batches
   double final_val_loss = 0;
   double final_val_acc = -1;   ///< classification only
-  int exit_status = 0;         ///< see docs/trainer.md
+  int exit_status = kExitFinished;
 };
 
 /// Runs the configured training. Collective over the accelerator's world.

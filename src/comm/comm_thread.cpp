@@ -1,5 +1,7 @@
 #include "comm/comm_thread.hpp"
 
+#include "runtime/activity.hpp"
+
 #include "comm/tensor_checks.hpp"
 #include "mpiaccel/runtime.hpp"
 
@@ -124,7 +126,7 @@ void CommThread::watch() {
         std::to_string(size_) + " did not complete within " + format_duration(timeout_) +
         ": a peer never joined (a rank skipped this collective, called a different one, "
         "crashed or is stuck), or the network stalled; if ops are legitimately this slow, "
-        "raise [distributed] timeout_s";
+        "raise [distributed] timeout_s (this rank was at: " + current_activity() + ")";
     lock.unlock();
     fatal(why);
   }

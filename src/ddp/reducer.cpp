@@ -2,6 +2,8 @@
 
 #include "ddp/reducer.hpp"
 
+#include "runtime/trace.hpp"
+
 #include <ATen/ATen.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/engine.h>
@@ -258,12 +260,17 @@ void Reducer::finalize_locked(std::unique_lock<std::mutex>& /*lock*/) {
   }
 
   last_timings_.clear();
-  for (Bucket& bucket : buckets_) {
+  auto& tracer = Tracer::instance();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
     bucket.work->wait();
     bucket.timing.started = bucket.work->started_at();
     bucket.timing.finished = bucket.work->finished_at();
     bucket.work.reset();
     last_timings_.push_back(bucket.timing);
+    if (tracer.enabled())
+      tracer.record("all_reduce bucket " + std::to_string(b), TraceLane::Communication,
+                    bucket.timing.started, bucket.timing.finished);
   }
   if (status_work) {
     status_work->wait();

@@ -19,6 +19,9 @@ namespace mpiaccel {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   log_error("fatal: " + why + " — aborting the job");
+  // A moment for the other ranks' watchdogs and deadlines, which fire at
+  // about the same time, to log where they are before MPI_Abort ends them.
+  if (log_world_size() > 1) std::this_thread::sleep_for(std::chrono::seconds(1));
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

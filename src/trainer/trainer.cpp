@@ -6,7 +6,9 @@
 #include <torch/optim/optimizer.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <map>
 #include <string>
 
@@ -19,6 +21,11 @@
 #include "trainer/metrics_log.hpp"
 #include "trainer/optimizer_factory.hpp"
 #include "trainer/progress.hpp"
+#include "trainer/trace_writer.hpp"
+#include "trainer/watchdog.hpp"
+#include "runtime/activity.hpp"
+#include "runtime/trace.hpp"
+#include "mpiaccel/runtime.hpp"
 
 namespace mpiaccel {
 namespace {
@@ -71,12 +78,31 @@ std::string resume_source(Accelerator& acc) {
   return ck.dir;
 }
 
+// Fault injection for the hang-watchdog test: MPIACCEL_TEST_STALL=RANK:STEP:SECONDS
+// makes that rank sleep before the forward pass of that (1-based) step.
+void maybe_inject_stall(int rank, int64_t step) {
+  const char* spec = std::getenv("MPIACCEL_TEST_STALL");
+  if (!spec) return;
+  int stall_rank = -1;
+  long long stall_step = -1, seconds = 0;
+  if (std::sscanf(spec, "%d:%lld:%lld", &stall_rank, &stall_step, &seconds) != 3) return;
+  if (stall_rank != rank || stall_step != step) return;
+  detail::set_activity("step " + std::to_string(step) + ": injected stall (MPIACCEL_TEST_STALL)");
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+}
+
+std::string at_step(int64_t step, const char* phase) {
+  return "step " + std::to_string(step) + ": " + phase;
+}
+
 }  // namespace
 
 TrainResult train(Accelerator& acc) {
   const Config& config = acc.config();
   const auto& tc = config.train;
   at::set_num_threads(static_cast<int>(tc.num_threads));
+  detail::set_activity("preparing the model and data");
+  detail::Watchdog watchdog(std::chrono::milliseconds(static_cast<int64_t>(config.distributed.timeout_s * 1000)));
 
   // Identical initialisation on every rank (DDP also broadcasts rank 0's).
   acc.set_seed(static_cast<uint64_t>(config.distributed.seed));
@@ -118,10 +144,17 @@ TrainResult train(Accelerator& acc) {
   const bool checkpointing = !config.checkpoint.dir.empty();
   int64_t last_saved = first_step;
   auto save = [&](int64_t steps_done) {
+    detail::set_activity(at_step(steps_done, "checkpoint save"));
+    detail::TraceScope span("checkpoint save", detail::TraceLane::Io);
     auto path = acc.save_state(steps_done, trainer_counters(steps_done, loader.state(), global_batch));
     last_saved = steps_done;
     progress.message("checkpoint " + path);
   };
+
+  if (!config.logging.trace.empty()) {
+    acc.wait_for_everyone();  // a common time origin for every rank's spans
+    detail::Tracer::instance().enable(Clock::now());
+  }
 
   TrainResult result;
   const auto start = Clock::now();
@@ -132,21 +165,42 @@ TrainResult train(Accelerator& acc) {
   for (int64_t step = first_step; step < tc.max_steps; ++step) {
     const double lr = detail::learning_rate_at(step, tc.max_steps, config.optimizer.lr, config.scheduler);
     detail::set_learning_rate(*optimizer, lr);
+    maybe_inject_stall(acc.rank(), step + 1);
     double step_loss = 0;
     for (int64_t micro = 0; micro < tc.grad_accum_steps; ++micro) {
       auto guard = acc.accumulate();
       auto batch = loader.next();
-      auto loss = model->loss(model->forward(batch.input), batch.target);
-      acc.backward(loss);
+      at::Tensor loss;
+      {
+        detail::set_activity(at_step(step + 1, "forward"));
+        detail::TraceScope span("forward");
+        loss = model->loss(model->forward(batch.input), batch.target);
+      }
+      {
+        detail::set_activity(at_step(step + 1, "backward (and DDP gradient all-reduce)"));
+        detail::TraceScope span("backward");
+        acc.backward(loss);
+      }
       step_loss += loss.item<double>();
     }
-    double grad_norm = config.optimizer.grad_clip > 0 ? acc.clip_grad_norm(config.optimizer.grad_clip) : 0.0;
-    acc.step();
-    acc.zero_grad();
+    double grad_norm = 0;
+    {
+      detail::set_activity(at_step(step + 1, "optimizer step"));
+      detail::TraceScope span("optimizer step");
+      if (config.optimizer.grad_clip > 0) grad_norm = acc.clip_grad_norm(config.optimizer.grad_clip);
+      acc.step();
+      acc.zero_grad();
+    }
 
-    // The logged loss is the mean over ranks and micro-batches, so runs at
+    // One all-reduce per step carries the loss and the pre-emption flag. The
+    // logged loss is the mean over ranks and micro-batches, so runs at
     // different world sizes compare directly (DESIGN.md §7).
-    const double mean_loss = acc.mean_across_ranks(step_loss / static_cast<double>(tc.grad_accum_steps));
+    detail::set_activity(at_step(step + 1, "loss and pre-emption all-reduce"));
+    auto step_totals = at::tensor({step_loss / static_cast<double>(tc.grad_accum_steps),
+                                   preemption_requested() ? 1.0 : 0.0}, at::kDouble);
+    acc.comm().all_reduce(step_totals, ReduceOp::Sum);
+    const double mean_loss = step_totals[0].item<double>() / acc.world_size();
+    const bool preempted = step_totals[1].item<double>() > 0;
     result.losses.push_back(mean_loss);
     result.steps = step + 1;
     window_loss += mean_loss;
@@ -184,6 +238,8 @@ TrainResult train(Accelerator& acc) {
 
     const bool eval_now = last || (tc.eval_every > 0 && (step + 1) % tc.eval_every == 0);
     if (eval_now) {
+      detail::set_activity(at_step(step + 1, "evaluation"));
+      detail::TraceScope span("evaluation");
       auto eval = detail::evaluate(acc, *model, val_loader, eval_batches);
       result.final_val_loss = eval.loss;
       result.final_val_acc = eval.accuracy;
@@ -203,11 +259,29 @@ TrainResult train(Accelerator& acc) {
       window_steps = 0;
       window_loss = 0;
     }
+    if (preempted) {
+      // Every rank saw the flag in the same all-reduce: all save, all stop.
+      if (checkpointing) save(step + 1);
+      progress.message("pre-empted (SIGUSR1/SIGTERM) after step " + std::to_string(step + 1) +
+                       (checkpointing ? ": checkpoint saved; restart with checkpoint.resume=latest"
+                                      : ": no [checkpoint] dir, nothing saved"));
+      result.exit_status = kExitPreempted;
+      break;
+    }
     if (checkpointing && config.checkpoint.every_steps > 0 && (step + 1) % config.checkpoint.every_steps == 0)
       save(step + 1);
   }
-  if (checkpointing && config.checkpoint.save_at_end && last_saved != tc.max_steps && result.steps > 0)
+  if (result.exit_status == kExitFinished && checkpointing && config.checkpoint.save_at_end &&
+      last_saved != tc.max_steps && result.steps > 0)
     save(tc.max_steps);
+  if (!config.logging.trace.empty()) {
+    detail::write_merged_trace(acc.comm(), config.logging.trace);
+    acc.print("trace: " + config.logging.trace + " (open in chrome://tracing or ui.perfetto.dev)");
+  }
+  if (result.exit_status == kExitPreempted) {
+    acc.wait_for_everyone();
+    return result;
+  }
   progress.finish();
   acc.print("done: " + std::to_string(result.steps) + " steps in " +
             detail::format_duration(seconds_since(start)) + ", final val_loss " +

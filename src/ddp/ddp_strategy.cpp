@@ -82,8 +82,8 @@ void DdpStrategy::step(torch::optim::Optimizer& optimizer) {
 
 void DdpStrategy::zero_grad(torch::optim::Optimizer& optimizer) {
   require_prepared("zero_grad()");
-  reducer_->zero_grad();
-  // Parameters of the optimizer outside the reducer (frozen ones) as well.
+  // In place, once per gradient: bucket views stay bound to param.grad. Like
+  // PyTorch's optimizer.zero_grad(), this covers the optimizer's parameters.
   for (const auto& group : optimizer.param_groups()) zero_local_grads(group.params());
 }
 

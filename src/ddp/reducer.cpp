@@ -358,14 +358,6 @@ void Reducer::rebuild_buckets() {
   build_buckets(assignment);
 }
 
-void Reducer::zero_grad() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (at::Tensor& p : params_) {
-    at::Tensor& grad = p.mutable_grad();
-    if (grad.defined()) grad.zero_();
-  }
-}
-
 std::vector<std::vector<size_t>> Reducer::bucket_assignment() const {
   std::vector<std::vector<size_t>> out;
   for (const Bucket& bucket : buckets_) out.push_back(bucket.params);

@@ -90,9 +90,6 @@ class Reducer {
   /// this rank still joins the other ranks' all-reduces. Collective.
   void after_backward();
 
-  /// Zeroes every gradient in place (bucket views stay bound to param.grad).
-  void zero_grad();
-
   // --- introspection (tests, benchmarks, memory accounting)
   /// Parameter indices per bucket, in launch order.
   std::vector<std::vector<size_t>> bucket_assignment() const;

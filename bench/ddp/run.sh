@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The DDP benchmark: ours (bench_ddp) and PyTorch's own DDP (torch_ddp.py,
+# Debian's python3-torch over gloo) at 1 and 2 ranks, under the same mpirun,
+# same model, batch, optimizer and one torch thread per rank.
+#
+#   run.sh BUILD_DIR [OUT_DIR]          (OUT_DIR defaults to BUILD_DIR/bench)
+#
+# Environment: DDP_ROUNDS (3), DDP_WARMUP (5), DDP_ITERS (20),
+# DDP_OPTIMIZER (sgd | adamw), DDP_BUCKET_CAP_MB (25), and DDP_OURS_ARGS
+# (extra section.key=value overrides for ours). Each round runs the four
+# configurations, in the opposite order to the round before, so slow drift
+# of a shared machine hits both sides alike. Writes OUT_DIR/ddp_raw.csv (one
+# row per timed step) and OUT_DIR/ddp.csv (the summary), prints the table.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build=${1:?usage: run.sh BUILD_DIR [OUT_DIR]}
+out=${2:-$build/bench}
+rounds=${DDP_ROUNDS:-3}
+warmup=${DDP_WARMUP:-5}
+iters=${DDP_ITERS:-20}
+optimizer=${DDP_OPTIMIZER:-sgd}
+bucket_cap_mb=${DDP_BUCKET_CAP_MB:-25}
+ours=$build/bin/bench_ddp
+python=/usr/bin/python3
+
+if [ ! -x "$ours" ]; then
+  echo "bench/ddp: $ours not found: build it with cmake --build $build --target bench_ddp" >&2
+  exit 1
+fi
+have_torch=1
+if ! "$python" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+  echo "bench/ddp: $python cannot import torch with gloo: install Debian's python3-torch" \
+       "(make deps) to measure the peer; measuring ours only" >&2
+  have_torch=0
+fi
+
+mkdir -p "$out"
+raw=$out/ddp_raw.csv
+echo "impl,ranks,round,iter,step_ms,forward_ms,backward_ms,optimizer_ms,cpu_ms,comm_ms,hidden_ms,exposed_ms" > "$raw"
+flags=(--oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
+[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+common=(--raw "$raw" --warmup "$warmup" --iters "$iters" --optimizer "$optimizer")
+
+free_port() {
+  "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+run_one() {  # IMPL NP ROUND
+  local impl=$1 np=$2 round=$3
+  if [ "$impl" = ours ]; then
+    # shellcheck disable=SC2086  # DDP_OURS_ARGS is a list of overrides
+    mpirun "${flags[@]}" -np "$np" "$ours" "${common[@]}" --round "$round" \
+      "ddp.bucket_cap_mb=$bucket_cap_mb" ${DDP_OURS_ARGS:-}
+  else
+    [ "$have_torch" = 1 ] || return 0
+    mpirun "${flags[@]}" -np "$np" -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$(free_port)" \
+      -x GLOO_SOCKET_IFNAME=lo "$python" "$here/torch_ddp.py" "${common[@]}" --round "$round" \
+      --bucket-cap-mb "$bucket_cap_mb"
+  fi
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+order=("ours 1" "ours 2" "torch 1" "torch 2")
+for ((round = 0; round < rounds; ++round)); do
+  if ((round % 2 == 0)); then seq=(0 1 2 3); else seq=(3 2 1 0); fi
+  for k in "${seq[@]}"; do
+    read -r impl np <<<"${order[$k]}"
+    echo "bench/ddp: round $((round + 1))/$rounds: $impl, $np rank(s)" >&2
+    run_one "$impl" "$np" "$round"
+  done
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+"$python" "$here/summarize.py" "$raw" "$out/ddp.csv" \
+  --note "optimizer $optimizer, bucket_cap_mb $bucket_cap_mb, $rounds rounds x $iters timed steps (+$warmup warmup), $(nproc) cores, load average $load_before before, $load_after after"

@@ -1,0 +1,111 @@
+"""The peer side of the DDP benchmark: PyTorch's own DistributedDataParallel
+(gloo backend) on the same model, batch, loss, optimizer and threads as
+bench_ddp.cpp. Run with Debian's /usr/bin/python3 (python3-torch) under the
+same mpirun as ours; rank and world size come from Open MPI's environment,
+the rendezvous from MASTER_ADDR/MASTER_PORT (run.sh picks a free port).
+
+    torch_ddp.py --raw FILE [--round R] [--warmup N] [--iters N]
+                 [--optimizer sgd|adamw] [--bucket-cap-mb MB]
+
+Rank 0 appends one CSV row per timed iteration to FILE, with the columns of
+bench_ddp.cpp; the all-reduce columns are empty (gloo records none for us).
+Times are the max over ranks of each iteration; cpu_ms (the process's CPU
+time in the step, gloo's threads included) the mean over ranks.
+"""
+
+import argparse
+import os
+import resource
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+WIDTH, HIDDEN, BLOCKS, BATCH = 512, 2048, 4, 32
+
+
+def env_int(*names):
+    for name in names:
+        if name in os.environ:
+            return int(os.environ[name])
+    sys.exit("torch_ddp.py: none of %s is set: run it under mpirun (or set RANK/WORLD_SIZE)"
+             % ", ".join(names))
+
+
+def cpu_ms():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return (usage.ru_utime + usage.ru_stime) * 1000.0
+
+
+def make_model():
+    layers = []
+    for _ in range(BLOCKS):
+        layers += [nn.Linear(WIDTH, HIDDEN), nn.GELU(), nn.Linear(HIDDEN, WIDTH)]
+    return nn.Sequential(*layers)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--raw", required=True)
+    parser.add_argument("--round", type=int, default=0)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    parser.add_argument("--bucket-cap-mb", type=float, default=25.0)
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    rank = env_int("OMPI_COMM_WORLD_RANK", "RANK")
+    world = env_int("OMPI_COMM_WORLD_SIZE", "WORLD_SIZE")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        sys.exit("torch_ddp.py: MASTER_PORT is not set (run.sh chooses a free one)")
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=300))
+
+    torch.manual_seed(0)
+    model = DistributedDataParallel(make_model(), bucket_cap_mb=args.bucket_cap_mb)
+    if args.optimizer == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+
+    torch.manual_seed(1 + rank)
+    inputs = torch.randn(BATCH, WIDTH)
+    target = torch.randn(BATCH, WIDTH)
+
+    rows, cpu = [], []
+    for it in range(-args.warmup, args.iters):
+        if it == 0:
+            dist.barrier()
+        c0 = cpu_ms()
+        t0 = time.perf_counter()
+        loss = nn.functional.mse_loss(model(inputs), target)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        optimizer.step()
+        optimizer.zero_grad()
+        t3 = time.perf_counter()
+        if it >= 0:
+            rows.append([t3 - t0, t1 - t0, t2 - t1, t3 - t2])
+            cpu.append(cpu_ms() - c0)
+
+    slowest = torch.tensor(rows, dtype=torch.float64) * 1000.0
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    cpu_mean = torch.tensor(cpu, dtype=torch.float64)
+    dist.all_reduce(cpu_mean)
+    cpu_mean /= world
+    if rank == 0:
+        with open(args.raw, "a") as raw:
+            for it, (r, c) in enumerate(zip(slowest.tolist(), cpu_mean.tolist())):
+                raw.write("torch,%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,,,\n"
+                          % (world, args.round, it, r[0], r[1], r[2], r[3], c))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -80,7 +80,8 @@ extern const Command kTrainCommand = {
     "Trains the model of [train] model on [train] dataset with the strategy of\n"
     "[distributed] strategy. Overrides set any config key, e.g. train.max_steps=50.\n"
     "Rank 0 prints progress; metrics go to [logging] metrics_file (JSONL).\n"
-    "Exit status: 0 finished, 1 failed, 2 usage error.\n",
+    "Exit status: 0 finished, 1 failed, 2 usage error, 3 pre-empted (SIGUSR1/SIGTERM)\n"
+    "after a checkpoint: run again with checkpoint.resume=latest.\n",
     run_train};
 
 }  // namespace mpiaccel::tool

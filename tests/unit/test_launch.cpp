@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-// The planner is part of the mpiaccel executable (tools/ builds no library);
-// compiled in here, it is the same code the tool runs.
+#include "command.hpp"
+#include "launch_plan.hpp"
 
 namespace {
 

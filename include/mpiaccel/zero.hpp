@@ -1,0 +1,45 @@
+#pragma once
+// ZeRO (Rajbhandari et al., SC'20) stages 1 and 2, with the optimizer step
+// optionally offloaded to host memory (ZeRO-Offload); docs/zero.md.
+//
+// Every rank keeps the whole model. Each parameter's dim-0 rows are split over
+// the ranks with torch.chunk semantics (chunk_row_range, as FSDP), and the
+// optimizer is re-pointed at this rank's rows ("shard parameters"), so its
+// state shrinks to 1/N:
+//   stage 1: gradients all-reduced (the DDP reducer), each rank steps its rows,
+//            updated rows all-gathered into the full parameters;
+//   stage 2: gradients reduce-scattered in buckets as backward produces them,
+//            so a rank only keeps its rows of every gradient; then as stage 1.
+// Stage 3 is FSDP's full shard and stage 0 is DDP: make_strategy routes them.
+
+#include <memory>
+
+#include "mpiaccel/config.hpp"
+#include "mpiaccel/strategy.hpp"
+
+namespace torch::optim {
+class AdamW;
+}
+
+namespace mpiaccel {
+
+class Communicator;
+
+/// ZeRO stage 1 or 2 over `comm`, configured by [zero] (stage, offload_optimizer,
+/// reduce_bucket_mb, allgather_bucket_mb). Stage 0 returns DDP (bucket_cap_mb =
+/// reduce_bucket_mb). Throws mpiaccel::Error for stage 3 ("FSDP full shard:
+/// handled by make_strategy"), offload_param = cpu, and out-of-range values.
+/// Every Strategy call is collective over comm.
+std::unique_ptr<Strategy> make_zero_strategy(const ZeroConfig& config,
+                                             std::shared_ptr<Communicator> comm);
+
+/// One step of `optimizer`, with exactly the arithmetic of
+/// torch::optim::AdamW::step() (LibTorch 1.13) and the same state entries
+/// (AdamWParamState step/exp_avg/exp_avg_sq/max_exp_avg_sq), but fused into one
+/// vectorised pass per parameter and split over the intra-op threads
+/// (at::set_num_threads). Parameters, gradients and state must be contiguous
+/// float32 CPU tensors (ZeRO-Offload's master copies are). Bit-identical to
+/// torch::optim::AdamW on CPUs with AVX2+FMA.
+void host_adamw_step(torch::optim::AdamW& optimizer);
+
+}  // namespace mpiaccel

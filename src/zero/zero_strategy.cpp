@@ -1,0 +1,258 @@
+// ZeRO stages 1 and 2 (see zero_strategy.hpp; state dicts in zero_state.cpp).
+
+#include "zero/zero_strategy.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
+
+#include <cmath>
+#include <unordered_map>
+
+#include "ddp/replicated_grads.hpp"
+#include "mpiaccel/comm.hpp"
+#include "mpiaccel/ddp.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/zero.hpp"
+#include "state/model_sync.hpp"
+#include "state/optimizer_state.hpp"
+
+namespace mpiaccel {
+namespace detail {
+namespace {
+
+int64_t megabytes_to_bytes(double mb, const char* key) {
+  MPIACCEL_CHECK(mb > 0 && std::isfinite(mb),
+                 std::string("[zero] ") + key + " must be > 0 (MiB), got " + std::to_string(mb));
+  return std::max<int64_t>(1, static_cast<int64_t>(mb * 1024.0 * 1024.0));
+}
+
+}  // namespace
+
+ZeroStrategy::ZeroStrategy(const ZeroConfig& config, std::shared_ptr<Communicator> comm)
+    : config_(config), comm_(std::move(comm)) {
+  MPIACCEL_CHECK(comm_, "ZeRO: no communicator");
+  MPIACCEL_CHECK(config_.stage == 1 || config_.stage == 2,
+                 "ZeroStrategy runs [zero] stage 1 or 2, got " + std::to_string(config_.stage) +
+                     " (stage 0 is DDP and stage 3 FSDP full shard: make_zero_strategy / "
+                     "make_strategy route them)");
+  MPIACCEL_CHECK(config_.offload_optimizer == "none" || config_.offload_optimizer == "cpu",
+                 "[zero] offload_optimizer must be none or cpu, got " + config_.offload_optimizer);
+  MPIACCEL_CHECK(config_.offload_param == "none",
+                 "[zero] offload_param = " + config_.offload_param +
+                     " needs sharded parameters (stage 3): use [distributed] strategy = fsdp "
+                     "with [fsdp] cpu_offload = true, or set offload_param = none");
+  megabytes_to_bytes(config_.reduce_bucket_mb, "reduce_bucket_mb");
+  megabytes_to_bytes(config_.allgather_bucket_mb, "allgather_bucket_mb");
+  offload_ = config_.offload_optimizer == "cpu";
+}
+
+void ZeroStrategy::require_prepared(const char* what) const {
+  MPIACCEL_CHECK(model_ && gather_, std::string("ZeRO: ") + what + " before prepare()");
+}
+
+void ZeroStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
+                           std::shared_ptr<torch::optim::Optimizer> optimizer) {
+  MPIACCEL_CHECK(model && optimizer, "ZeRO prepare: needs a model and an optimizer");
+  MPIACCEL_CHECK(!model_, "ZeRO prepare: already prepared; prepare a strategy once");
+  check_same_model_across_ranks(*comm_, *model);
+  broadcast_module_state(*comm_, *model);
+  ParamList list = trainable_params(*model);
+  MPIACCEL_CHECK(!list.params.empty(), "ZeRO: the model has no parameter that requires grad");
+  params_ = std::move(list.params);
+  names_ = std::move(list.names);
+  const int rank = comm_->rank(), world = comm_->size();
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const at::Tensor& p = params_[i];
+    MPIACCEL_CHECK(p.is_contiguous(), "ZeRO: parameter " + names_[i] +
+                                          " is not contiguous; its dim-0 rows are sharded in place");
+    shards_.push_back(make_param_shard(p, world));
+    const at::Tensor rows = shard_view(p, shards_.back(), rank);
+    if (offload_) {
+      // fp32 master rows in host memory; pinned when the parameter is on a
+      // GPU so the copies each step can be asynchronous.
+      const auto host = at::TensorOptions().dtype(at::kFloat).pinned_memory(p.is_cuda());
+      at::Tensor master = at::empty(rows.sizes(), host);
+      master.copy_(rows);
+      shard_params_.push_back(master);
+      host_grads_.push_back(at::zeros(rows.sizes(), host));
+    } else {
+      shard_params_.push_back(rows);
+    }
+  }
+  repoint_optimizer(*optimizer);
+
+  const int64_t reduce_bytes = megabytes_to_bytes(config_.reduce_bucket_mb, "reduce_bucket_mb");
+  const int64_t first_bucket = int64_t{1} << 20;  // as DDP: the first bucket starts early
+  if (config_.stage == 1) {
+    ReducerOptions options;
+    options.first_bucket_bytes = first_bucket;
+    options.bucket_bytes = reduce_bytes;
+    // .grad IS the bucket view: full gradients are held once (4Ψ in fp32), not twice.
+    options.gradient_as_bucket_view = true;
+    all_reducer_ = std::make_unique<Reducer>(params_, names_, comm_, options);
+    all_reducer_->set_gradient_sync(sync_);
+  } else {
+    shard_reducer_ = std::make_unique<GradShardReducer>(params_, names_, shards_, comm_,
+                                                        first_bucket, reduce_bytes);
+    shard_reducer_->set_gradient_sync(sync_);
+  }
+  gather_ = std::make_unique<ParamGather>(
+      params_, shards_, comm_, megabytes_to_bytes(config_.allgather_bucket_mb, "allgather_bucket_mb"));
+  model_ = std::move(model);
+}
+
+void ZeroStrategy::repoint_optimizer(torch::optim::Optimizer& optimizer) {
+  MPIACCEL_CHECK(optimizer.state().empty(),
+                 "ZeRO prepare: the optimizer already has state (it has stepped); prepare the "
+                 "strategy before the first optimizer step");
+  std::unordered_map<const void*, size_t> index;
+  for (size_t i = 0; i < params_.size(); ++i) index.emplace(params_[i].unsafeGetTensorImpl(), i);
+  in_optimizer_.assign(params_.size(), 0);
+  // Param groups keep their options and order; only their tensors change.
+  for (auto& group : optimizer.param_groups())
+    for (at::Tensor& p : group.params()) {
+      auto it = index.find(p.unsafeGetTensorImpl());
+      if (it == index.end()) {
+        MPIACCEL_CHECK(!p.requires_grad(),
+                       "ZeRO prepare: the optimizer holds a tensor of shape " + shape_text(p.sizes()) +
+                           " that is not a parameter of the model; build the optimizer over "
+                           "model->parameters()");
+        continue;  // frozen: never has a gradient, never steps
+      }
+      MPIACCEL_CHECK(!in_optimizer_[it->second],
+                     "ZeRO prepare: parameter " + names_[it->second] +
+                         " appears twice in the optimizer's parameter groups");
+      in_optimizer_[it->second] = 1;
+      p = shard_params_[it->second];
+    }
+}
+
+void ZeroStrategy::set_gradient_sync(bool enabled) {
+  sync_ = enabled;
+  if (all_reducer_) all_reducer_->set_gradient_sync(enabled);
+  if (shard_reducer_) shard_reducer_->set_gradient_sync(enabled);
+}
+
+void ZeroStrategy::after_backward() {
+  require_prepared("after_backward()");
+  if (all_reducer_) all_reducer_->after_backward();
+  else shard_reducer_->after_backward();
+}
+
+at::Tensor ZeroStrategy::device_shard_grad(size_t i) const {
+  if (shard_reducer_) return shard_reducer_->shard_grad(i);
+  const at::Tensor& grad = params_[i].grad();
+  if (!grad.defined()) return {};
+  return shard_view(grad, shards_[i], comm_->rank());
+}
+
+double ZeroStrategy::grad_norm() {
+  require_prepared("grad_norm()");
+  // Stage 1: every rank holds the same averaged gradients.
+  if (all_reducer_) return local_grad_norm(params_);
+  std::vector<at::Tensor> squares;
+  for (size_t i = 0; i < params_.size(); ++i)
+    squares.push_back(shard_reducer_->shard_grad(i).detach().to(at::kDouble).pow(2).sum());
+  const double local = at::stack(squares).sum().item<double>();  // one host sync
+  return std::sqrt(comm_->all_reduce_scalar(local, ReduceOp::Sum));
+}
+
+void ZeroStrategy::scale_grads(double factor) {
+  require_prepared("scale_grads()");
+  if (all_reducer_) {
+    scale_local_grads(params_, factor);
+    return;
+  }
+  for (size_t i = 0; i < params_.size(); ++i) shard_reducer_->shard_grad(i).detach().mul_(factor);
+}
+
+void ZeroStrategy::attach_shard_grads() {
+  if (!offload_) {
+    for (size_t i = 0; i < params_.size(); ++i) shard_params_[i].mutable_grad() = device_shard_grad(i);
+    return;
+  }
+  // Device → host into pinned buffers, asynchronously; the last copy is a
+  // blocking one on the same stream, so when it returns all have landed.
+  std::vector<at::Tensor> grads(params_.size());
+  size_t last = params_.size();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    grads[i] = device_shard_grad(i);
+    if (grads[i].defined()) last = i;
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!grads[i].defined()) {
+      shard_params_[i].mutable_grad() = at::Tensor();
+      continue;
+    }
+    host_grads_[i].copy_(grads[i], /*non_blocking=*/grads[i].is_cuda() && i != last);
+    shard_params_[i].mutable_grad() = host_grads_[i];
+  }
+}
+
+void ZeroStrategy::step(torch::optim::Optimizer& optimizer) {
+  require_prepared("step()");
+  at::NoGradGuard no_grad;
+  attach_shard_grads();
+  auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer);
+  if (offload_ && adamw) host_adamw_step(*adamw);
+  else optimizer.step();
+  gather_->gather(shard_params_);
+}
+
+void ZeroStrategy::zero_grad(torch::optim::Optimizer& optimizer) {
+  require_prepared("zero_grad()");
+  if (all_reducer_) zero_local_grads(params_);  // in place: .grad stays the bucket view
+  else shard_reducer_->zero_grad();
+  // Frozen parameters of the optimizer, and the host gradient rows.
+  for (const auto& group : optimizer.param_groups()) zero_local_grads(group.params());
+}
+
+Strategy::MemoryAccount ZeroStrategy::memory(torch::optim::Optimizer& optimizer) const {
+  require_prepared("memory()");
+  MemoryAccount account;
+  std::unordered_map<const void*, int64_t> distinct;
+  for (const auto& item : model_->named_parameters(true))
+    distinct.emplace(item.value().unsafeGetTensorImpl(), item.value().numel() * item.value().element_size());
+  for (const auto& [impl, bytes] : distinct) account.param_bytes += bytes;
+  if (offload_) account.param_bytes += tensor_bytes(shard_params_);  // host masters
+  if (all_reducer_) {
+    // Bucket views are the gradients (gradient_as_bucket_view).
+    for (int64_t bytes : all_reducer_->bucket_sizes()) account.grad_bytes += bytes;
+  } else {
+    account.grad_bytes = shard_reducer_->shard_grad_bytes() + shard_reducer_->full_grad_bytes();
+  }
+  account.grad_bytes += tensor_bytes(host_grads_);
+  account.optimizer_bytes = optimizer_state_bytes(optimizer);
+  return account;
+}
+
+Reducer& ZeroStrategy::all_reducer() {
+  MPIACCEL_CHECK(all_reducer_, "ZeRO: the all-reduce reducer exists in stage 1 after prepare()");
+  return *all_reducer_;
+}
+
+GradShardReducer& ZeroStrategy::shard_reducer() {
+  MPIACCEL_CHECK(shard_reducer_, "ZeRO: the reduce-scatter reducer exists in stage 2 after prepare()");
+  return *shard_reducer_;
+}
+
+}  // namespace detail
+
+std::unique_ptr<Strategy> make_zero_strategy(const ZeroConfig& config,
+                                             std::shared_ptr<Communicator> comm) {
+  if (config.stage == 0) {
+    MPIACCEL_CHECK(config.offload_optimizer == "none" && config.offload_param == "none",
+                   "[zero] stage = 0 is plain DDP and offloads nothing: set offload_optimizer = "
+                   "none and offload_param = none, or use stage 1 or 2");
+    DdpConfig ddp;
+    ddp.bucket_cap_mb = config.reduce_bucket_mb;
+    return make_ddp_strategy(ddp, std::move(comm));
+  }
+  if (config.stage == 3) MPIACCEL_THROW("[zero] stage 3 is FSDP full shard: handled by make_strategy");
+  return std::make_unique<detail::ZeroStrategy>(config, std::move(comm));
+}
+
+}  // namespace mpiaccel

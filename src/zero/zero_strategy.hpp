@@ -1,0 +1,89 @@
+#pragma once
+// ZeroStrategy: ZeRO stages 1 and 2 with optional optimizer offload
+// (include/mpiaccel/zero.hpp, docs/zero.md). Internal header; tests reach the
+// reducers and shards through it.
+//
+// prepare() makes the model identical on every rank (as DDP), computes each
+// parameter's dim-0 shard (shard_layout.hpp) and re-points the optimizer's
+// parameter groups at "shard parameters":
+//   - no offload: plain aliases of this rank's rows of each parameter, so the
+//     optimizer's in-place step writes the parameter itself;
+//   - offload_optimizer = cpu: fp32 host copies of those rows (the master
+//     weights; pinned when the parameter is on a GPU), with host gradient
+//     buffers. The step runs on the host (host_adamw_step for AdamW, the
+//     optimizer's own step otherwise), and its result goes host→device
+//     straight into the all-gather buffer.
+// Gradients: stage 1 all-reduces them with the DDP Reducer (bucket views,
+// reduce_bucket_mb), and the shard parameter's .grad is a view of its rows;
+// stage 2 reduce-scatters them (GradShardReducer), and .grad is the rank's
+// shard gradient.
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ddp/reducer.hpp"
+#include "mpiaccel/config.hpp"
+#include "mpiaccel/strategy.hpp"
+#include "zero/grad_shard_reducer.hpp"
+#include "zero/param_gather.hpp"
+#include "zero/shard_layout.hpp"
+
+namespace mpiaccel::detail {
+
+class ZeroStrategy final : public Strategy {
+ public:
+  ZeroStrategy(const ZeroConfig& config, std::shared_ptr<Communicator> comm);
+
+  std::string name() const override { return "zero" + std::to_string(config_.stage); }
+  void prepare(std::shared_ptr<torch::nn::Module> model,
+               std::shared_ptr<torch::optim::Optimizer> optimizer) override;
+  void set_gradient_sync(bool enabled) override;
+  bool gradient_sync() const override { return sync_; }
+  void after_backward() override;
+  double grad_norm() override;
+  void scale_grads(double factor) override;
+  void step(torch::optim::Optimizer& optimizer) override;
+  void zero_grad(torch::optim::Optimizer& optimizer) override;
+  ShardedStateDict state_dict(torch::optim::Optimizer& optimizer) override;
+  ShardedStateDict load_targets(torch::optim::Optimizer& optimizer) override;
+  void finish_load(torch::optim::Optimizer& optimizer) override;
+  MemoryAccount memory(torch::optim::Optimizer& optimizer) const override;
+
+  int stage() const { return static_cast<int>(config_.stage); }
+  bool offload() const { return offload_; }
+  /// The tensor the optimizer holds for trainable parameter i (its rows, or
+  /// their host master copy), and the split of that parameter.
+  const at::Tensor& shard_param(size_t i) const { return shard_params_[i]; }
+  const ParamShard& shard(size_t i) const { return shards_[i]; }
+  const std::vector<at::Tensor>& params() const { return params_; }
+  /// Stage 1's DDP reducer / stage 2's reduce-scatter (after prepare).
+  Reducer& all_reducer();
+  GradShardReducer& shard_reducer();
+
+ private:
+  void require_prepared(const char* what) const;
+  void repoint_optimizer(torch::optim::Optimizer& optimizer);
+  /// The averaged gradient rows of parameter i on its device (undefined if none).
+  at::Tensor device_shard_grad(size_t i) const;
+  void attach_shard_grads();
+
+  ZeroConfig config_;
+  std::shared_ptr<Communicator> comm_;
+  bool offload_ = false;
+  bool sync_ = true;
+  std::shared_ptr<torch::nn::Module> model_;
+  std::vector<at::Tensor> params_;  // trainable, distinct, full
+  std::vector<std::string> names_;
+  std::vector<ParamShard> shards_;
+  std::vector<at::Tensor> shard_params_;  // what the optimizer holds
+  std::vector<char> in_optimizer_;        // shard_params_[i] is in a param group
+  std::vector<at::Tensor> host_grads_;    // offload: host gradient rows
+  std::unique_ptr<Reducer> all_reducer_;
+  std::unique_ptr<GradShardReducer> shard_reducer_;
+  std::unique_ptr<ParamGather> gather_;
+  std::vector<std::pair<size_t, at::Tensor>> pending_steps_;  // (param, loaded step)
+};
+
+}  // namespace mpiaccel::detail

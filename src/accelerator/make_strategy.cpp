@@ -4,7 +4,9 @@
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/ddp.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/fsdp.hpp"
 #include "mpiaccel/strategy.hpp"
+#include "mpiaccel/zero.hpp"
 
 namespace mpiaccel {
 
@@ -18,8 +20,19 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Co
     return make_no_dist_strategy(std::move(comm));
   }
   if (name == "ddp") return make_ddp_strategy(config.ddp, std::move(comm));
-  MPIACCEL_THROW("[distributed] strategy = " + name +
-                 " is not available in this build yet; accepted now: no|ddp");
+  if (name == "fsdp") return make_fsdp_strategy(config.fsdp, std::move(comm));
+  if (name == "zero") {
+    if (config.zero.stage == 3) {
+      // ZeRO-3 is FSDP full shard: the same machinery, not a second copy.
+      FsdpConfig full_shard = config.fsdp;
+      full_shard.sharding_strategy = "FULL_SHARD";
+      full_shard.reshard_after_forward = true;
+      full_shard.cpu_offload = config.zero.offload_param == "cpu";
+      return make_fsdp_strategy(full_shard, std::move(comm), "zero3");
+    }
+    return make_zero_strategy(config.zero, std::move(comm));
+  }
+  MPIACCEL_THROW("unknown [distributed] strategy '" + name + "'; accepted: no|ddp|fsdp|zero");
 }
 
 }  // namespace mpiaccel

@@ -1,0 +1,408 @@
+// The FSDP runtime: forward interception, backward hooks, engine callback
+// (see fsdp_engine.hpp and docs/fsdp.md).
+
+#include "fsdp/fsdp_engine.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/nn/module.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "fsdp/param_storage.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/log.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+// Every rank appends its unit's index (+1) to its block as two base-128
+// digits: small integers are exact in every float dtype, bf16 included.
+constexpr int64_t kTag = 2;
+constexpr int64_t kTagBase = 128;
+constexpr size_t kMaxUnits = kTagBase * kTagBase - 1;
+
+}  // namespace
+
+FsdpEngine::FsdpEngine(std::vector<FsdpUnit> units, std::vector<FsdpParam> params,
+                       FsdpComms comms, FsdpOptions options)
+    : units_(std::move(units)),
+      params_(std::move(params)),
+      comms_(std::move(comms)),
+      options_(options),
+      alive_(std::make_shared<FsdpEngine*>(this)) {
+  MPIACCEL_CHECK(!units_.empty() && units_.size() <= kMaxUnits,
+                 "FSDP: " + std::to_string(units_.size()) + " units; at most " +
+                     std::to_string(kMaxUnits) + " are supported");
+  for (FsdpUnit& u : units_) {
+    if (u.module) unit_of_module_[u.module] = u.index;
+    u.pending = u.params.size();
+  }
+  // Backward finishes the last units first; the root (embeddings, head) last.
+  for (size_t k = units_.size(); k-- > 1;) reduce_order_.push_back(k);
+  reduce_order_.push_back(0);
+  fired_.assign(params_.size(), 0);
+  used_.assign(params_.size(), 0);
+  next_in_forward_.assign(units_.size(), -1);
+
+  for (size_t i = 0; i < params_.size(); ++i) {
+    // The parameter holds its accumulator only weakly: keep it alive, or the
+    // hook would vanish with an accumulator rebuilt on the next forward.
+    accumulators_.push_back(torch::autograd::impl::grad_accumulator(params_[i].full));
+    MPIACCEL_CHECK(accumulators_.back(),
+                   "FSDP: no gradient accumulator for " + params_[i].name);
+    hook_keys_.push_back(accumulators_.back()->add_post_hook(
+        std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [this, i](const torch::autograd::variable_list& outputs,
+                      const torch::autograd::variable_list& /*inputs*/) {
+              on_grad_ready(i);
+              return outputs;
+            })));
+  }
+}
+
+FsdpEngine::~FsdpEngine() {
+  alive_.reset();
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+  for (FsdpUnit& u : units_) {
+    for (WorkHandle* work : {&u.gather_work, &u.reduce_work}) {
+      if (!*work) continue;
+      try {
+        (*work)->wait();
+      } catch (const std::exception& e) {
+        log_error(std::string("FSDP: a collective failed during shutdown: ") + e.what());
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- gathering
+
+void FsdpEngine::launch_gather(FsdpUnit& u) {
+  const int parts = u.layout.parts();
+  const int64_t block = u.layout.block();
+  const int64_t stride = block + kTag;
+  at::Tensor buffer = at::empty({parts * stride}, u.full_options);
+  // The own block inside the output: the communicator gathers in place.
+  at::Tensor own = buffer.narrow(0, comms_.gather->rank() * stride, stride);
+  own.narrow(0, 0, block).copy_(u.local);
+  const int64_t tag = static_cast<int64_t>(u.index) + 1;
+  own.narrow(0, block, 1).fill_(static_cast<double>(tag % kTagBase));
+  own.narrow(0, block + 1, 1).fill_(static_cast<double>(tag / kTagBase));
+  u.gather_work = comms_.gather->all_gather_async(buffer, own);
+  u.gather_buffer = buffer;
+}
+
+at::Tensor FsdpEngine::finish_gather_buffer(FsdpUnit& u) {
+  WorkHandle work = std::move(u.gather_work);
+  at::Tensor buffer = std::move(u.gather_buffer);
+  u.gather_work.reset();
+  u.gather_buffer = at::Tensor();
+  work->wait();
+  const int parts = u.layout.parts();
+  const int64_t block = u.layout.block();
+  const at::Tensor tags = buffer.view({parts, block + kTag})
+                              .narrow(1, block, kTag)
+                              .to(at::kCPU, at::kDouble)
+                              .contiguous();
+  const double* t = tags.data_ptr<double>();
+  const double expected = static_cast<double>(u.index + 1);
+  bool same = true;
+  for (int r = 0; r < parts; ++r) same = same && t[2 * r] + kTagBase * t[2 * r + 1] == expected;
+  if (same) return buffer;
+  // Every rank of the group holds every tag: all of them throw this message.
+  std::string who;
+  for (int r = 0; r < parts; ++r) {
+    const double v = t[2 * r] + kTagBase * t[2 * r + 1] - 1;
+    std::string name = "?";
+    if (std::isfinite(v) && v >= 0 && v < double(units_.size()) && v == std::floor(v))
+      name = units_[static_cast<size_t>(v)].display_name();
+    who += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + ": " + name;
+  }
+  MPIACCEL_THROW("FSDP: the ranks of a shard group gathered different units at the same point (" +
+                 who + "; '?' = a gather of another size): their control flow diverged. "
+                 "Every rank must run the same units in the same order (a unit skipped or added "
+                 "on some ranks only cannot be sharded); make every rank run every unit, or "
+                 "use DDP with find_unused_parameters");
+}
+
+void FsdpEngine::finish_gather(FsdpUnit& u) {
+  const at::Tensor buffer = finish_gather_buffer(u);
+  const int64_t stride = u.layout.block() + kTag;
+  at::NoGradGuard no_grad;
+  for (size_t s = 0; s < u.params.size(); ++s)
+    u.layout.unpack(buffer, stride, s, allocate_storage(params_[u.params[s]].full));
+  u.gathered = true;
+}
+
+void FsdpEngine::gather_now(FsdpUnit& u) {
+  if (u.gathered && !u.gather_work) return;
+  if (!u.gather_work) launch_gather(u);
+  finish_gather(u);
+}
+
+void FsdpEngine::prefetch(size_t index) {
+  FsdpUnit& u = units_[index];
+  if (u.persistent() || u.gathered || u.gather_work) return;
+  launch_gather(u);
+}
+
+void FsdpEngine::reshard(FsdpUnit& u) {
+  if (u.persistent()) return;
+  if (u.gather_work) finish_gather_buffer(u);  // a prefetch nobody used
+  for (size_t p : u.params) free_storage(params_[p].full);
+  u.gathered = false;
+}
+
+void FsdpEngine::drain_gathers() {
+  for (FsdpUnit& u : units_)
+    if (u.gather_work) finish_gather_buffer(u);
+}
+
+std::vector<at::Tensor> FsdpEngine::gather_copy(size_t index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  FsdpUnit& u = units_.at(index);
+  if (!u.gather_work) launch_gather(u);
+  const at::Tensor buffer = finish_gather_buffer(u);
+  const int64_t stride = u.layout.block() + kTag;
+  std::vector<at::Tensor> out;
+  for (size_t s = 0; s < u.params.size(); ++s) {
+    at::Tensor full = at::empty(u.layout.slots()[s].shape, u.full_options);
+    u.layout.unpack(buffer, stride, s, full);
+    out.push_back(full);
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ forward
+
+at::Tensor FsdpEngine::run(torch::nn::Module& module, const at::Tensor& input,
+                           const UnitForward& forward) {
+  auto it = unit_of_module_.find(&module);
+  if (it == unit_of_module_.end()) return forward(input);  // not a unit: nothing to gather
+  const size_t index = it->second;
+  const bool recording = at::GradMode::is_enabled();
+  int64_t invocation = -1;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    FsdpUnit& u = units_[index];
+    u.managed = true;
+    gather_now(u);
+    // The unit that ran after this one last iteration gathers while this one computes.
+    if (options_.forward_prefetch && next_in_forward_[index] >= 0)
+      prefetch(static_cast<size_t>(next_in_forward_[index]));
+    if (recording) {
+      invocation = static_cast<int64_t>(forward_order_.size());
+      forward_order_.push_back(index);
+      u.last_invocation = invocation;
+    }
+  }
+  at::Tensor output = forward(input);
+  const bool backward_follows = recording && output.defined() && output.requires_grad() &&
+                                output.grad_fn() != nullptr;
+  if (backward_follows) {
+    // Runs when the gradient of the unit's output is complete, i.e. just
+    // before the unit's own backward: the parameters must be back by then.
+    std::weak_ptr<FsdpEngine*> alive = alive_;
+    output.register_hook([alive, index, invocation](const at::Tensor&) {
+      if (auto self = alive.lock()) (*self)->pre_backward(index, invocation);
+    });
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Without a backward to come (eval, no_grad), nothing needs the parameters.
+  if (!backward_follows || options_.reshard_after_forward) reshard(units_[index]);
+  return output;
+}
+
+// ----------------------------------------------------------------- backward
+
+void FsdpEngine::begin_backward() {
+  if (in_backward_) return;
+  in_backward_ = true;
+  finalized_ = false;
+  torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize_backward(); });
+}
+
+void FsdpEngine::pre_backward(size_t index, int64_t invocation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  begin_backward();
+  gather_now(units_[index]);
+  // Backward runs the units in reverse: the one before this gathers now.
+  if (options_.backward_prefetch == BackwardPrefetch::Pre && invocation > 0 &&
+      invocation <= static_cast<int64_t>(forward_order_.size()))
+    prefetch(forward_order_[static_cast<size_t>(invocation - 1)]);
+}
+
+void FsdpEngine::on_grad_ready(size_t p) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  begin_backward();
+  MPIACCEL_CHECK(!fired_[p],
+                 "FSDP: parameter " + params_[p].name +
+                     " received its gradient twice in one backward (reentrant activation "
+                     "checkpointing?); FSDP reduces each gradient once per backward");
+  fired_[p] = 1;
+  FsdpUnit& u = units_[params_[p].unit];
+  if (u.pending > 0 && --u.pending == 0) unit_grads_done(u);
+}
+
+void FsdpEngine::unit_grads_done(FsdpUnit& u) {
+  u.grads_done = true;
+  // Every node that saved these parameters has produced their gradients, so
+  // no later node reads them: the full parameters can go.
+  reshard(u);
+  if (options_.backward_prefetch == BackwardPrefetch::Post && u.last_invocation > 0 &&
+      u.last_invocation <= static_cast<int64_t>(forward_order_.size()))
+    prefetch(forward_order_[static_cast<size_t>(u.last_invocation - 1)]);
+  if (sync_) launch_ready_reductions();
+}
+
+void FsdpEngine::launch_ready_reductions() {
+  // Strictly in the fixed order: a unit done early waits for the ones before
+  // it, so every rank queues the same reduce-scatters whatever ran.
+  while (next_reduce_ < reduce_order_.size() && units_[reduce_order_[next_reduce_]].grads_done)
+    launch_reduce(units_[reduce_order_[next_reduce_++]]);
+}
+
+void FsdpEngine::launch_reduce(FsdpUnit& u) {
+  const int parts = u.layout.parts();
+  const int64_t block = u.layout.block();
+  if (block == 0) return;  // a unit without parameters (the same on every rank)
+  at::Tensor input = at::empty({parts * block}, u.full_options);
+  at::NoGradGuard no_grad;
+  for (size_t s = 0; s < u.params.size(); ++s) {
+    const size_t p = u.params[s];
+    at::Tensor& grad = params_[p].full.mutable_grad();
+    if (grad.defined()) {
+      u.layout.pack(input, block, s, grad);
+      used_[p] = 1;
+      grad = at::Tensor();  // the full gradient is not needed any more
+    } else {
+      u.layout.pack(input, block, s, at::zeros(u.layout.slots()[s].shape, u.full_options));
+    }
+  }
+  u.reduce_out = at::empty({block}, u.full_options);
+  u.reduce_work = comms_.reduce->reduce_scatter_async(u.reduce_out, input, ReduceOp::Avg);
+}
+
+void FsdpEngine::finalize_backward() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  finalize_locked();
+}
+
+void FsdpEngine::after_backward() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!finalized_) finalize_locked();
+  finalized_ = false;
+}
+
+void FsdpEngine::finalize_locked() {
+  in_backward_ = false;
+  finalized_ = true;
+  // Units whose gradients did not all arrive (parameters unused here, units
+  // not run) are done now: their reductions launch with what there is.
+  for (FsdpUnit& u : units_) u.grads_done = true;
+  drain_gathers();
+  for (FsdpUnit& u : units_)
+    if (u.gathered) reshard(u);
+  if (sync_) {
+    launch_ready_reductions();
+    // A parameter without a gradient on every rank keeps its sharded .grad
+    // untouched, as it would in one process.
+    at::Tensor used = at::empty({static_cast<int64_t>(used_.size())}, at::kInt);
+    std::memcpy(used.data_ptr<int32_t>(), used_.data(), used_.size() * sizeof(int32_t));
+    used = used.to(params_.front().full.device());
+    WorkHandle used_work = comms_.world->all_reduce_async(used, ReduceOp::Max);
+    std::vector<WorkHandle> across;
+    for (size_t k : reduce_order_) {
+      FsdpUnit& u = units_[k];
+      if (!u.reduce_work) continue;
+      u.reduce_work->wait();
+      u.reduce_work.reset();
+      // Hybrid: each group averaged its own ranks; the groups average next.
+      if (comms_.replica) across.push_back(comms_.replica->all_reduce_async(u.reduce_out, ReduceOp::Avg));
+    }
+    wait_all(across);
+    used_work->wait();
+    used = used.cpu();
+    const int32_t* global_used = used.data_ptr<int32_t>();
+    at::AutoDispatchBelowADInplaceOrView plain_views;  // plain aliases: zero_grad() may detach_ them
+    for (FsdpUnit& u : units_) {
+      for (size_t s = 0; s < u.params.size(); ++s) {
+        const size_t p = u.params[s];
+        if (!global_used[p] || !u.reduce_out.defined()) continue;
+        at::Tensor rows = u.layout.shard_view(u.reduce_out, s);
+        at::Tensor& grad = params_[p].shard.mutable_grad();
+        // cpu_offload: the shard (and its gradient) lives on the host.
+        if (rows.device() != params_[p].shard.device()) rows = rows.to(params_[p].shard.device());
+        if (grad.defined()) grad.add_(rows);
+        else grad = rows;
+      }
+      u.reduce_out = at::Tensor();
+    }
+    ++iterations_;
+  }
+  std::fill(fired_.begin(), fired_.end(), 0);
+  std::fill(used_.begin(), used_.end(), 0);
+  next_reduce_ = 0;
+  for (FsdpUnit& u : units_) {
+    u.pending = u.params.size();
+    u.grads_done = false;
+    u.last_invocation = -1;
+  }
+  std::fill(next_in_forward_.begin(), next_in_forward_.end(), -1);
+  for (size_t k = 0; k + 1 < forward_order_.size(); ++k)
+    if (next_in_forward_[forward_order_[k]] < 0)
+      next_in_forward_[forward_order_[k]] = static_cast<int64_t>(forward_order_[k + 1]);
+  forward_order_.clear();
+}
+
+// ------------------------------------------------------- outside backward
+
+void FsdpEngine::set_gradient_sync(bool enabled) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MPIACCEL_CHECK(!in_backward_, "FSDP: gradient sync cannot change during a backward pass");
+  sync_ = enabled;
+}
+
+bool FsdpEngine::gradient_sync() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sync_;
+}
+
+void FsdpEngine::before_step() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MPIACCEL_CHECK(!in_backward_, "FSDP: optimizer step during a backward pass");
+  drain_gathers();
+  for (FsdpUnit& u : units_)
+    if (u.gathered) reshard(u);
+}
+
+void FsdpEngine::refresh_gathered() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  drain_gathers();
+  // All launched first, so the gathers of several units overlap.
+  for (FsdpUnit& u : units_) {
+    if (u.persistent()) launch_gather(u);
+    else if (u.gathered) reshard(u);
+  }
+  for (FsdpUnit& u : units_)
+    if (u.gather_work) finish_gather(u);
+}
+
+void FsdpEngine::zero_full_grads() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (FsdpParam& p : params_) p.full.mutable_grad() = at::Tensor();
+}
+
+int64_t FsdpEngine::iterations() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return iterations_;
+}
+
+}  // namespace mpiaccel::detail

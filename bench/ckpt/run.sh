@@ -1,0 +1,28 @@
+#!/bin/bash
+# Checkpoint benchmark: np 1, 2, 4 save/load of ~1 GiB against a sequential
+# write+fsync and torch::save per rank on the same disk, then loads with
+# resharding (saved on 4, loaded on 2 and 3). Prints the rows and writes
+# OUT/bench_ckpt.csv.   usage: run.sh BUILD_DIR OUT_DIR [MIB]
+set -eu
+build=$1
+out=$2
+mib=${3:-1024}
+bin=$build/bin/bench_ckpt
+mpiexec=${MPIACCEL_MPIEXEC:-mpirun}
+flags=${MPIACCEL_MPIEXEC_FLAGS:---oversubscribe --bind-to none $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)}
+mkdir -p "$out"
+data=$out/ckpt_data
+csv=$out/bench_ckpt.csv
+rm -rf "$data"
+echo "np,method,op,writers,bytes,seconds,GB_per_s" > "$csv"
+trap 'rm -rf "$data"' EXIT
+for np in 1 2 4; do
+  # shellcheck disable=SC2086
+  $mpiexec $flags -np "$np" -x OMP_NUM_THREADS=1 "$bin" "$data" --mib "$mib" --csv "$csv"
+done
+saved_by_4=$(ls "$data"/ours_np4/step_*.h5 | tail -1)
+for np in 2 3; do
+  # shellcheck disable=SC2086
+  $mpiexec $flags -np "$np" -x OMP_NUM_THREADS=1 "$bin" "$data" --mib "$mib" --csv "$csv" --load-only "$saved_by_4"
+done
+echo "CSV: $csv"

@@ -1,0 +1,180 @@
+// Checkpointer::load. Rank 0 reads and checks the manifest with the serial
+// driver and broadcasts it (H5Pset_all_coll_metadata_ops is a no-op in HDF5
+// 1.10.8, so N ranks would otherwise each read every object header). Every
+// rank then checks its targets against it, the ranks agree, the file is
+// opened over MPI-IO and each rank reads its rows with independent
+// hyperslab reads: targets may differ between ranks, so no rank waits on
+// another's dataset list.
+//
+// CRC choice: a CRC covers one saved shard, and a rank's new row range need
+// not align with the saved shards. Each rank therefore reads the smallest
+// range of WHOLE saved shards covering its rows, checks every one of them,
+// and copies out its rows. Every shard some rank needs is thus verified; the
+// extra read is at most two partial shards per tensor and nothing when the
+// layout is unchanged.
+
+#include <ATen/core/Tensor.h>
+#include <hdf5.h>
+
+#include "checkpoint/byte_codec.hpp"
+#include "checkpoint/checkpoint_impl.hpp"
+#include "checkpoint/commit.hpp"
+#include "checkpoint/h5_handle.hpp"
+#include "checkpoint/manifest.hpp"
+#include "checkpoint/parallel_file.hpp"
+#include "checkpoint/tensor_io.hpp"
+#include "mpiaccel/log.hpp"
+#include "runtime/check_hdf5.hpp"
+#include "state/dtype_name.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+template <typename F>
+void recorded(std::string* first_error, F&& what) {
+  try {
+    what();
+  } catch (const Error& e) {
+    if (first_error->empty()) *first_error = e.message();
+  } catch (const std::exception& e) {
+    if (first_error->empty()) *first_error = e.what();
+  }
+}
+
+// Throws if `target` cannot receive the saved tensor.
+void check_target(const CheckpointInfo& info, const ShardedTensor& target) {
+  const std::string where = "checkpoint " + info.path;
+  const TensorInfo* saved = info.find(target.name);
+  MPIACCEL_CHECK(saved != nullptr, where + " has no tensor " + target.name +
+                                       " (a checkpoint of a different model or optimizer?)");
+  MPIACCEL_CHECK(saved->shape == target.global_shape,
+                 where + ": tensor " + target.name + " has shape " + shape_text(saved->shape) +
+                     " in the checkpoint but " + shape_text(target.global_shape) +
+                     " here (a checkpoint of a different model?)");
+  const int64_t rows = row_count_of(saved->shape);
+  MPIACCEL_CHECK(target.row_begin >= 0 && target.row_count >= 0 &&
+                     target.row_begin + target.row_count <= rows,
+                 where + ": tensor " + target.name + ": requested rows [" +
+                     std::to_string(target.row_begin) + ", " +
+                     std::to_string(target.row_begin + target.row_count) + ") outside its " +
+                     std::to_string(rows) + " rows");
+  if (target.row_count == 0) return;
+  MPIACCEL_CHECK(target.local.defined(), where + ": tensor " + target.name +
+                                             ": the target's local tensor is undefined");
+  const at::ScalarType have = target.local.scalar_type();
+  MPIACCEL_CHECK(have == saved->dtype ||
+                     (at::isFloatingType(have) && at::isFloatingType(saved->dtype)),
+                 where + ": tensor " + target.name + " is " + dtype_name(saved->dtype) +
+                     " in the checkpoint but " + dtype_name(have) + " here");
+  const int64_t want = target.row_count * row_bytes_of(saved->shape, saved->dtype) /
+                       static_cast<int64_t>(c10::elementSize(saved->dtype));
+  MPIACCEL_CHECK(target.local.numel() == want,
+                 where + ": tensor " + target.name + ": local tensor of shape " +
+                     shape_text(target.local.sizes().vec()) + " cannot hold rows [" +
+                     std::to_string(target.row_begin) + ", " +
+                     std::to_string(target.row_begin + target.row_count) + ") of " +
+                     shape_text(saved->shape));
+}
+
+// Reads target.local's rows; every whole shard touched is CRC-checked.
+void read_target(hid_t file, hid_t dxpl, const CheckpointInfo& info, ShardedTensor& target) {
+  const TensorInfo& saved = *info.find(target.name);
+  if (target.row_count == 0 || saved.bytes == 0) return;
+  int64_t lo = 0, hi = 0;
+  covering_shards(saved, target.row_begin, target.row_count, &lo, &hi);
+  at::Tensor& local = target.local;
+  const bool direct = lo == target.row_begin && hi == target.row_begin + target.row_count &&
+                      local.device().is_cpu() && local.is_contiguous() &&
+                      local.scalar_type() == saved.dtype;
+  at::Tensor buffer = direct ? local : empty_rows(saved, hi - lo);
+  H5Id dset(MPIACCEL_CHECK_HDF5(H5Dopen2(file, ("/" + saved.name).c_str(), H5P_DEFAULT)));  // independent
+  read_rows(dset, saved, lo, hi - lo, buffer.data_ptr(), dxpl);  // independent
+  const std::string damage = check_shard_crcs(saved, buffer.data_ptr(), lo, hi - lo, info.path);
+  MPIACCEL_CHECK(damage.empty(), damage);
+  if (direct) return;
+  at::Tensor rows = saved.shape.empty() ? buffer : buffer.narrow(0, target.row_begin - lo, target.row_count);
+  local.copy_(rows.view(local.sizes()));
+}
+
+}  // namespace
+
+CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::string& path_or_dir,
+                               ShardedStateDict& targets) {
+  silence_hdf5_errors();
+  const int rank = comm.rank(), size = comm.size();
+
+  std::string error, manifest;
+  if (rank == 0) {
+    recorded(&error, [&] {
+      const std::string path = resolve_checkpoint(path_or_dir);
+      H5Id file = open_checkpoint_file_serial(path);
+      manifest = encode_manifest(read_manifest(file, path));
+    });
+  }
+  ByteWriter message;
+  message.str(error);
+  message.str(manifest);
+  const std::string received = comm.broadcast_bytes(message.take(), 0);
+  ByteReader reader(received);
+  error = reader.str();
+  if (!error.empty()) MPIACCEL_THROW(error);  // the same on every rank
+  const CheckpointInfo info = decode_manifest(reader.str());
+
+  recorded(&error, [&] {
+    for (const auto& target : targets.tensors) check_target(info, target);
+  });
+  all_ok(comm, error.empty(), error);
+
+  H5Id fapl = make_parallel_fapl(world);
+  H5Id file;
+  recorded(&error, [&] {
+    file = H5Id(H5Fopen(info.path.c_str(), H5F_ACC_RDONLY, fapl));  // collective
+    MPIACCEL_CHECK(file.valid(), "cannot open checkpoint " + info.path + ": " + hdf5_error_stack());
+  });
+  all_ok(comm, error.empty(), error);
+
+  CheckpointMeta meta;
+  {
+    H5Id dxpl = make_transfer_list(false);
+    recorded(&error, [&] {
+      for (auto& target : targets.tensors) read_target(file, dxpl, info, target);
+    });
+    if (info.world_size == size) {
+      recorded(&error, [&] {
+        const std::string name = "/rng/" + std::to_string(rank);
+        if (H5Lexists(file, "/rng", H5P_DEFAULT) <= 0 ||
+            H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
+          return;
+        H5Id dset(MPIACCEL_CHECK_HDF5(H5Dopen2(file, name.c_str(), H5P_DEFAULT)));  // independent
+        H5Id space(MPIACCEL_CHECK_HDF5(H5Dget_space(dset)));
+        meta.rng_state.resize(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+        if (!meta.rng_state.empty())
+          MPIACCEL_CHECK_HDF5(H5Dread(dset, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, dxpl,
+                                      meta.rng_state.data()));  // independent
+      });
+    } else if (rank == 0) {
+      log_info("checkpoint: saved by " + std::to_string(info.world_size) + " ranks, loading on " +
+               std::to_string(size) + ": per-rank RNG states are not restored");
+    }
+  }
+  recorded(&error, [&] {
+    const herr_t rc = H5Fclose(file.release());  // collective
+    MPIACCEL_CHECK(rc >= 0, "closing checkpoint " + info.path + " failed: " + hdf5_error_stack());
+  });
+  all_ok(comm, error.empty(), error);
+
+  targets.attributes = info.attributes;
+  meta.step = info.step;
+  meta.world_size = info.world_size;
+  meta.strategy = info.strategy;
+  meta.config_text = info.config_text;
+  meta.trainer = info.trainer;
+  meta.format_version = info.format_version;
+  meta.mpiaccel_version = info.mpiaccel_version;
+  meta.torch_version = info.torch_version;
+  meta.created_utc = info.created_utc;
+  meta.path = info.path;
+  return meta;
+}
+
+}  // namespace mpiaccel::detail

@@ -1,0 +1,255 @@
+// Checkpointer::save. The save runs in phases separated by agreements
+// (all_ok), so that a failure any rank can detect before or after the
+// collective HDF5 section makes every rank throw the same error:
+//   1. local checks, host copies, CRC32C of every local shard;
+//   2. agreement on the tensor list (rank 0's is the reference), gathering
+//      of the shard records on rank 0, which checks they tile every tensor,
+//      creates the directory and checks free space;
+//   3. the file and all its objects are created (metadata only; the same
+//      calls with the same arguments on every rank, as parallel HDF5 needs);
+//   4. raw data: one collective H5Dwrite per tensor, every rank joining each
+//      one (H5Sselect_none when it has no rows); errors are recorded and the
+//      remaining collective calls still made, so no rank leaves the sequence
+//      early; flush once, close;
+//   5. rank 0 commits (rename, fsync, latest) and prunes.
+// All HDF5 calls are made from the calling thread (this HDF5 build is not
+// thread-safe).
+
+#include <ATen/core/Tensor.h>
+#include <hdf5.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "checkpoint/byte_codec.hpp"
+#include "checkpoint/checkpoint_impl.hpp"
+#include "checkpoint/save_writer.hpp"
+#include "checkpoint/commit.hpp"
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/h5_attributes.hpp"
+#include "checkpoint/h5_types.hpp"
+#include "checkpoint/manifest.hpp"
+#include "checkpoint/parallel_file.hpp"
+#include "mpiaccel/comm.hpp"
+#include "mpiaccel/log.hpp"
+#include "runtime/check_hdf5.hpp"
+#include "state/dtype_name.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+void check_name(const std::string& name) {
+  MPIACCEL_CHECK(!name.empty() && name.front() != '/' && name.back() != '/' &&
+                     name.find("//") == std::string::npos,
+                 "checkpoint: tensor name '" + name +
+                     "' is not a relative path like model/<fqn> or optim/<fqn>/<slot>");
+  MPIACCEL_CHECK(name.compare(0, 5, "meta/") != 0 && name.compare(0, 4, "rng/") != 0 &&
+                     name.compare(0, 8, "trainer/") != 0 && name.compare(0, 6, "types/") != 0,
+                 "checkpoint: tensor name '" + name + "' uses a reserved group");
+}
+
+std::vector<LocalShard> prepare_local(const ShardedStateDict& state) {
+  std::vector<LocalShard> shards;
+  std::set<std::string> names;
+  for (const auto& t : state.tensors) {
+    check_name(t.name);
+    MPIACCEL_CHECK(names.insert(t.name).second, "checkpoint: tensor " + t.name + " listed twice");
+    const std::string where = "checkpoint: tensor " + t.name;
+    MPIACCEL_CHECK(t.local.defined(),
+                   where + ": local tensor is undefined (give a rank without rows an empty "
+                           "tensor of the right dtype)");
+    for (auto d : t.global_shape)
+      MPIACCEL_CHECK(d >= 0, where + ": negative dimension in " + shape_text(t.global_shape));
+    LocalShard s;
+    s.tensor = &t;
+    s.dtype = t.local.scalar_type();
+    MPIACCEL_CHECK(checkpoint_dtype_supported(s.dtype),
+                   where + ": dtype " + dtype_name(s.dtype) + " cannot be saved");
+    s.rows = row_count_of(t.global_shape);
+    s.row_bytes = row_bytes_of(t.global_shape, s.dtype);
+    s.bytes = s.rows * s.row_bytes;
+    MPIACCEL_CHECK(t.row_begin >= 0 && t.row_count >= 0 && t.row_begin + t.row_count <= s.rows,
+                   where + ": rows [" + std::to_string(t.row_begin) + ", " +
+                       std::to_string(t.row_begin + t.row_count) + ") outside its " +
+                       std::to_string(s.rows) + " rows");
+    MPIACCEL_CHECK(t.local.numel() * static_cast<int64_t>(t.local.element_size()) ==
+                       t.row_count * s.row_bytes,
+                   where + ": local tensor of shape " + shape_text(t.local.sizes().vec()) +
+                       " does not hold rows [" + std::to_string(t.row_begin) + ", " +
+                       std::to_string(t.row_begin + t.row_count) + ") of " +
+                       shape_text(t.global_shape));
+    s.host = t.local.device().is_cpu() ? t.local.contiguous() : t.local.to(at::kCPU).contiguous();
+    if (t.row_count > 0)
+      s.crc = crc32c(0, s.host.data_ptr(), static_cast<size_t>(t.row_count * s.row_bytes));
+    shards.push_back(std::move(s));
+  }
+  return shards;
+}
+
+std::string layout_of(const std::vector<LocalShard>& shards) {
+  std::string text;
+  for (const auto& s : shards)
+    text += s.tensor->name + " " + dtype_name(s.dtype) + " " + shape_text(s.tensor->global_shape) + "\n";
+  return text;
+}
+
+std::string first_difference(const std::string& mine, const std::string& reference) {
+  std::istringstream a(mine), b(reference);
+  std::string la, lb;
+  for (int line = 0;; ++line) {
+    const bool ha = static_cast<bool>(std::getline(a, la));
+    const bool hb = static_cast<bool>(std::getline(b, lb));
+    if (!ha && !hb) return "";
+    if (la != lb || ha != hb)
+      return "tensor #" + std::to_string(line) + " is '" + (ha ? la : "(none)") +
+             "' here but '" + (hb ? lb : "(none)") + "' on rank 0";
+  }
+}
+
+// Rank 0: every tensor's rows are written by exactly one rank.
+void check_tiling_of_records(const std::vector<ShardRecord>& records,
+                             const std::vector<LocalShard>& shards) {
+  std::map<std::string, std::vector<const ShardRecord*>> by_name;
+  for (const auto& r : records) by_name[r.name].push_back(&r);
+  for (const auto& s : shards) {
+    auto& list = by_name[s.tensor->name];
+    std::sort(list.begin(), list.end(),
+              [](const ShardRecord* a, const ShardRecord* b) { return a->first_row < b->first_row; });
+    int64_t next = 0;
+    for (const auto* r : list) {
+      MPIACCEL_CHECK(r->first_row >= next,
+                     "checkpoint: tensor " + s.tensor->name + ": rows from " +
+                         std::to_string(r->first_row) + " are held by rank " +
+                         std::to_string(r->rank) + " and another rank; each row must be saved "
+                         "by exactly one rank");
+      MPIACCEL_CHECK(r->first_row == next,
+                     "checkpoint: tensor " + s.tensor->name + ": rows [" + std::to_string(next) +
+                         ", " + std::to_string(r->first_row) + ") are held by no rank");
+      next = r->first_row + r->rows;
+    }
+    MPIACCEL_CHECK(next == s.rows, "checkpoint: tensor " + s.tensor->name + ": rows [" +
+                                       std::to_string(next) + ", " + std::to_string(s.rows) +
+                                       ") are held by no rank");
+  }
+}
+
+}  // namespace
+
+std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::string& dir,
+                            int64_t keep_last, const ShardedStateDict& state, int64_t step,
+                            const CheckpointMeta& meta) {
+  silence_hdf5_errors();
+  const int rank = comm.rank(), size = comm.size();
+  int world_size = 0;
+  MPI_Comm_size(world, &world_size);  // local
+  MPIACCEL_CHECK(world_size == size, "checkpoint: the communicator has " + std::to_string(size) +
+                                         " ranks but the world has " + std::to_string(world_size) +
+                                         "; checkpoints are written by the whole world");
+  MPIACCEL_CHECK(step >= 0, "checkpoint: negative step " + std::to_string(step));
+
+  // Phase 1.
+  std::string error;
+  std::vector<LocalShard> shards;
+  recorded(&error, [&] { shards = prepare_local(state); });
+  all_ok(comm, error.empty(), error);
+
+  // Phase 2.
+  SharedPlan mine;
+  mine.layout = layout_of(shards);
+  mine.strategy = meta.strategy;
+  mine.config_text = meta.config_text;
+  mine.created_utc = utc_now();
+  mine.trainer = meta.trainer;
+  mine.attributes = state.attributes;
+  const SharedPlan plan = SharedPlan::decode(comm.broadcast_bytes(mine.encode(), 0));
+  const std::string difference = first_difference(mine.layout, plan.layout);
+  all_ok(comm, difference.empty(),
+         "checkpoint: ranks save different tensor lists: " + difference);
+
+  std::vector<ShardRecord> records;
+  size_t name_length = 1;
+  for (const auto& s : shards) {
+    name_length = std::max(name_length, s.tensor->name.size() + 1);
+    const ShardedTensor& t = *s.tensor;
+    if (t.row_count > 0)
+      records.push_back({t.name, rank, t.row_begin, t.row_count, s.crc});
+    else if (s.rows == 0 && rank == 0)
+      records.push_back({t.name, 0, 0, 0, 0});  // a tensor without rows still has a record
+  }
+  ByteWriter sizes;
+  sizes.i64(static_cast<int64_t>(meta.rng_state.size()));
+  sizes.i64(static_cast<int64_t>(records.size()));
+  const auto counts = comm.all_gather_bytes(sizes.take());
+  const auto gathered = comm.gather_bytes(encode_records(records), 0);
+
+  WriteInput in;
+  in.world = world;
+  in.rank = rank;
+  in.size = size;
+  in.step = step;
+  in.dir = dir;
+  in.tmp_path = join_path(dir, temporary_file_name(step));
+  in.shards = &shards;
+  in.plan = &plan;
+  in.name_length = name_length;
+  in.rng_state = &meta.rng_state;
+  for (const auto& c : counts) {
+    ByteReader r(c);
+    in.rng_sizes.push_back(r.i64());
+    in.record_count += static_cast<size_t>(r.i64());
+  }
+  if (rank == 0) {
+    recorded(&error, [&] {
+      for (const auto& g : gathered) {
+        auto part = decode_records(g);
+        in.all_records.insert(in.all_records.end(), part.begin(), part.end());
+      }
+      check_tiling_of_records(in.all_records, shards);
+      make_directories(dir);
+      int64_t needed = 0;
+      for (const auto& s : shards) needed += s.bytes;
+      const int64_t available = available_bytes(dir);
+      MPIACCEL_CHECK(available < 0 || needed <= available,
+                     "not enough space for checkpoint step " + std::to_string(step) + " in " +
+                         dir + ": it needs " + std::to_string(needed) + " bytes, " +
+                         std::to_string(available) + " are free (No space left on device)");
+      ::unlink(in.tmp_path.c_str());  // a leftover of a crashed save of the same step
+    });
+  }
+  all_ok(comm, error.empty(), error);
+
+  const std::string final_name = checkpoint_file_name(step);
+  try {
+    write_file(comm, in);
+    if (rank == 0) {
+      recorded(&error, [&] {
+        commit_checkpoint(dir, temporary_file_name(step), final_name);
+        // Retention only after the commit: a failed save never costs an older
+        // checkpoint. Best effort: what cannot be removed now is retried next time.
+        for (const auto& removed : prune_checkpoints(dir, keep_last))
+          log_debug("checkpoint: removed " + removed);
+      });
+    }
+    all_ok(comm, error.empty(), error);
+  } catch (...) {
+    if (rank == 0) ::unlink(in.tmp_path.c_str());
+    throw;
+  }
+  return join_path(dir, final_name);
+}
+
+}  // namespace mpiaccel::detail

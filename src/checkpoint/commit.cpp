@@ -1,0 +1,203 @@
+#include "checkpoint/commit.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "mpiaccel/error.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+bool parse_step_name(const std::string& name, int64_t* step) {
+  // step_<digits>.h5
+  const std::string prefix = "step_", suffix = ".h5";
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return false;
+  *step = std::stoll(digits);
+  return true;
+}
+
+bool is_stale_tmp(const std::string& name) {
+  return name.size() > 12 && name.compare(0, 6, ".step_") == 0 &&
+         name.compare(name.size() - 7, 7, ".h5.tmp") == 0;
+}
+
+std::vector<std::string> directory_entries(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return names;
+  while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+  ::closedir(d);
+  return names;
+}
+
+std::string read_latest(const std::string& dir) {
+  std::ifstream in(join_path(dir, "latest"));
+  std::string name;
+  std::getline(in, name);
+  while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.pop_back();
+  return name;
+}
+
+void write_file_synced(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  MPIACCEL_CHECK(fd >= 0, "cannot create " + path + ": " + errno_text(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(path.c_str());
+      MPIACCEL_THROW("cannot write " + path + ": " + errno_text(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(path.c_str());
+    MPIACCEL_THROW("cannot write " + path + ": " + errno_text(err));
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_file_name(int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step_%08lld.h5", static_cast<long long>(step));
+  return name;
+}
+
+std::string temporary_file_name(int64_t step) { return "." + checkpoint_file_name(step) + ".tmp"; }
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+void make_directories(const std::string& dir) {
+  std::string partial;
+  std::stringstream parts(dir);
+  std::string part;
+  if (!dir.empty() && dir[0] == '/') partial = "/";
+  while (std::getline(parts, part, '/')) {
+    if (part.empty()) continue;
+    partial += part;
+    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+      MPIACCEL_THROW("cannot create checkpoint directory " + partial + ": " + errno_text(errno));
+    partial += "/";
+  }
+  struct stat st {};
+  MPIACCEL_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode),
+                 "checkpoint directory " + dir + " is not a directory");
+}
+
+void fsync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  MPIACCEL_CHECK(fd >= 0, "cannot open " + path + " to sync it: " + errno_text(errno));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  MPIACCEL_CHECK(rc == 0, "fsync of " + path + " failed: " + errno_text(err));
+}
+
+int64_t available_bytes(const std::string& dir) {
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return -1;
+  return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+}
+
+void commit_checkpoint(const std::string& dir, const std::string& tmp_name,
+                       const std::string& final_name) {
+  const std::string tmp = join_path(dir, tmp_name), final_path = join_path(dir, final_name);
+  // The data must be durable before the name that promises it is.
+  fsync_path(tmp, false);
+  MPIACCEL_CHECK(::rename(tmp.c_str(), final_path.c_str()) == 0,
+                 "cannot rename " + tmp + " to " + final_path + ": " + errno_text(errno));
+  try {
+    fsync_path(dir, true);
+    const std::string latest_tmp = join_path(dir, "latest.tmp");
+    write_file_synced(latest_tmp, final_name + "\n");
+    if (::rename(latest_tmp.c_str(), join_path(dir, "latest").c_str()) != 0) {
+      int err = errno;
+      ::unlink(latest_tmp.c_str());
+      MPIACCEL_THROW("cannot rename " + latest_tmp + " to latest: " + errno_text(err));
+    }
+    fsync_path(dir, true);
+  } catch (...) {
+    // `latest` still names the previous checkpoint: take the new file away too,
+    // so the directory is exactly as before the save.
+    ::unlink(final_path.c_str());
+    throw;
+  }
+}
+
+std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_last) {
+  std::vector<std::string> removed;
+  const std::string latest = read_latest(dir);
+  std::vector<std::pair<int64_t, std::string>> committed;
+  for (const auto& name : directory_entries(dir)) {
+    int64_t step = 0;
+    if (parse_step_name(name, &step)) committed.emplace_back(step, name);
+    if (is_stale_tmp(name) && ::unlink(join_path(dir, name).c_str()) == 0)
+      removed.push_back(join_path(dir, name));
+  }
+  if (keep_last <= 0) return removed;
+  std::sort(committed.begin(), committed.end());
+  const int64_t excess = static_cast<int64_t>(committed.size()) - keep_last;
+  for (int64_t i = 0; i < excess; ++i) {
+    const auto& name = committed[static_cast<size_t>(i)].second;
+    if (name == latest) continue;
+    if (::unlink(join_path(dir, name).c_str()) == 0) removed.push_back(join_path(dir, name));
+  }
+  return removed;
+}
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> committed;
+  for (const auto& name : directory_entries(dir)) {
+    int64_t step = 0;
+    if (parse_step_name(name, &step)) committed.emplace_back(step, join_path(dir, name));
+  }
+  std::sort(committed.begin(), committed.end());
+  std::vector<std::string> paths;
+  for (auto& c : committed) paths.push_back(std::move(c.second));
+  return paths;
+}
+
+std::string resolve_checkpoint(const std::string& path_or_dir) {
+  struct stat st {};
+  MPIACCEL_CHECK(!path_or_dir.empty(), "checkpoint path is empty");
+  MPIACCEL_CHECK(::stat(path_or_dir.c_str(), &st) == 0,
+                 "checkpoint path " + path_or_dir + " does not exist");
+  if (!S_ISDIR(st.st_mode)) return path_or_dir;
+  const std::string latest_path = join_path(path_or_dir, "latest");
+  MPIACCEL_CHECK(::stat(latest_path.c_str(), &st) == 0,
+                 "no committed checkpoint in " + path_or_dir + " (it has no `latest` file)");
+  const std::string name = read_latest(path_or_dir);
+  MPIACCEL_CHECK(!name.empty() && name.find('/') == std::string::npos,
+                 latest_path + " does not name a checkpoint file (damaged `latest`)");
+  const std::string file = join_path(path_or_dir, name);
+  MPIACCEL_CHECK(::stat(file.c_str(), &st) == 0,
+                 latest_path + " names " + name + ", which does not exist");
+  return file;
+}
+
+}  // namespace mpiaccel::detail

@@ -1,0 +1,377 @@
+#include "checkpoint/manifest.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <unordered_map>
+
+#include "checkpoint/byte_codec.hpp"
+#include "checkpoint/h5_attributes.hpp"
+#include "checkpoint/h5_types.hpp"
+#include "runtime/check_hdf5.hpp"
+#include "state/dtype_name.hpp"
+
+namespace mpiaccel {
+
+const TensorInfo* CheckpointInfo::find(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+namespace detail {
+namespace {
+
+// In-memory row of the compound /meta/shards, name first so the struct can be
+// sized at run time (the name field's length is the longest name + 1).
+H5Id shard_memory_type(size_t name_length, size_t* record_size) {
+  const size_t name_size = name_length;
+  const size_t off_rank = (name_size + 7) / 8 * 8;
+  const size_t off_first = off_rank + 8;
+  const size_t off_rows = off_first + 8;
+  const size_t off_crc = off_rows + 8;
+  *record_size = off_crc + 8;
+  H5Id type(MPIACCEL_CHECK_HDF5(H5Tcreate(H5T_COMPOUND, *record_size)));
+  H5Id name_type = string_type(name_size);
+  MPIACCEL_CHECK_HDF5(H5Tinsert(type, "name", 0, name_type));
+  MPIACCEL_CHECK_HDF5(H5Tinsert(type, "rank", off_rank, H5T_NATIVE_INT32));
+  MPIACCEL_CHECK_HDF5(H5Tinsert(type, "first_row", off_first, H5T_NATIVE_INT64));
+  MPIACCEL_CHECK_HDF5(H5Tinsert(type, "rows", off_rows, H5T_NATIVE_INT64));
+  MPIACCEL_CHECK_HDF5(H5Tinsert(type, "crc32c", off_crc, H5T_NATIVE_UINT32));
+  return type;
+}
+
+H5Id shard_file_type(size_t name_length) {
+  const size_t size = name_length + 4 + 8 + 8 + 4;
+  H5Id type(MPIACCEL_CHECK_HDF5(H5Tcreate(H5T_COMPOUND, size)));
+  H5Id name_type = string_type(name_length);
+  MPIACCEL_CHECK_HDF5(H5Tinsert(type, "name", 0, name_type));
+  MPIACCEL_CHECK_HDF5(H5Tinsert(type, "rank", name_length, H5T_STD_I32LE));
+  MPIACCEL_CHECK_HDF5(H5Tinsert(type, "first_row", name_length + 4, H5T_STD_I64LE));
+  MPIACCEL_CHECK_HDF5(H5Tinsert(type, "rows", name_length + 12, H5T_STD_I64LE));
+  MPIACCEL_CHECK_HDF5(H5Tinsert(type, "crc32c", name_length + 20, H5T_STD_U32LE));
+  return type;
+}
+
+std::vector<ShardRecord> read_shard_table(hid_t file, const std::string& path) {
+  MPIACCEL_CHECK(object_exists(file, kShardTablePath),
+                 "checkpoint " + path + " has no " + kShardTablePath +
+                     " (incomplete or damaged file)");
+  H5Id dset(MPIACCEL_CHECK_HDF5(H5Dopen2(file, kShardTablePath, H5P_DEFAULT)));  // independent
+  H5Id ftype(MPIACCEL_CHECK_HDF5(H5Dget_type(dset)));
+  MPIACCEL_CHECK(H5Tget_class(ftype) == H5T_COMPOUND && H5Tget_nmembers(ftype) == 5,
+                 "checkpoint " + path + ": " + kShardTablePath + " is not the shard table");
+  const int name_index = H5Tget_member_index(ftype, "name");
+  MPIACCEL_CHECK(name_index >= 0, "checkpoint " + path + ": shard table without names");
+  H5Id name_type(MPIACCEL_CHECK_HDF5(H5Tget_member_type(ftype, name_index)));
+  const size_t name_length = H5Tget_size(name_type);
+  H5Id space(MPIACCEL_CHECK_HDF5(H5Dget_space(dset)));
+  const hssize_t count = H5Sget_simple_extent_npoints(space);
+  MPIACCEL_CHECK(count >= 0, "checkpoint " + path + ": unreadable shard table");
+  size_t record_size = 0;
+  H5Id mtype = shard_memory_type(name_length, &record_size);
+  std::vector<unsigned char> buffer(record_size * static_cast<size_t>(count) + 1);
+  if (count > 0)
+    MPIACCEL_CHECK_HDF5(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()));
+  std::vector<ShardRecord> records(static_cast<size_t>(count));
+  const size_t off_rank = (name_length + 7) / 8 * 8;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const unsigned char* row = buffer.data() + i * record_size;
+    auto& r = records[i];
+    const char* name = reinterpret_cast<const char*>(row);
+    r.name.assign(name, strnlen(name, name_length));
+    std::memcpy(&r.rank, row + off_rank, 4);
+    std::memcpy(&r.first_row, row + off_rank + 8, 8);
+    std::memcpy(&r.rows, row + off_rank + 16, 8);
+    std::memcpy(&r.crc32c, row + off_rank + 24, 4);
+  }
+  return records;
+}
+
+void read_tensor_header(hid_t file, const std::string& path, TensorInfo* t) {
+  const std::string where = "checkpoint " + path + ": tensor " + t->name;
+  MPIACCEL_CHECK(object_exists(file, "/" + t->name),
+                 where + " is listed in /meta/shards but has no dataset (incomplete file)");
+  H5Id dset(MPIACCEL_CHECK_HDF5(H5Dopen2(file, ("/" + t->name).c_str(), H5P_DEFAULT)));  // independent
+  H5Id space(MPIACCEL_CHECK_HDF5(H5Dget_space(dset)));
+  const int rank = MPIACCEL_CHECK_HDF5(H5Sget_simple_extent_ndims(space));
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  if (rank > 0) MPIACCEL_CHECK_HDF5(H5Sget_simple_extent_dims(space, dims.data(), nullptr));
+  t->shape.assign(dims.begin(), dims.end());
+  std::string dtype;
+  MPIACCEL_CHECK(read_string_attribute(dset, "torch_dtype", &dtype),
+                 where + " has no torch_dtype attribute");
+  MPIACCEL_CHECK(parse_checkpoint_dtype(dtype, &t->dtype),
+                 where + " has unknown torch_dtype '" + dtype + "'");
+  H5Id type(MPIACCEL_CHECK_HDF5(H5Dget_type(dset)));
+  const std::string mismatch = file_type_mismatch(type, t->dtype);
+  MPIACCEL_CHECK(mismatch.empty(), where + ": HDF5 type does not hold " + dtype + ": " + mismatch);
+  t->bytes = row_count_of(t->shape) * row_bytes_of(t->shape, t->dtype);
+}
+
+void check_tiling(const std::string& path, const TensorInfo& t) {
+  const int64_t rows = row_count_of(t.shape);
+  int64_t next = 0;
+  for (const auto& s : t.shards) {
+    MPIACCEL_CHECK(s.first_row == next,
+                   "checkpoint " + path + ": tensor " + t.name + ": rows [" +
+                       std::to_string(std::min(next, s.first_row)) + ", " +
+                       std::to_string(std::max(next, s.first_row)) + ") " +
+                       (s.first_row > next ? "are in no shard" : "are in two shards") +
+                       " (incomplete or damaged /meta/shards)");
+    next = s.first_row + s.rows;
+  }
+  MPIACCEL_CHECK(next == rows,
+                 "checkpoint " + path + ": tensor " + t.name + ": shards cover rows [0, " +
+                     std::to_string(next) + ") of " + std::to_string(rows) +
+                     " (incomplete or damaged /meta/shards)");
+}
+
+}  // namespace
+
+int64_t row_count_of(const std::vector<int64_t>& shape) { return shape.empty() ? 1 : shape[0]; }
+
+int64_t row_bytes_of(const std::vector<int64_t>& shape, at::ScalarType dtype) {
+  int64_t n = static_cast<int64_t>(c10::elementSize(dtype));
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+H5Id open_checkpoint_file_serial(const std::string& path) {
+  struct stat st {};
+  MPIACCEL_CHECK(::stat(path.c_str(), &st) == 0,
+                 "checkpoint " + path + " does not exist");
+  MPIACCEL_CHECK(S_ISREG(st.st_mode), "checkpoint " + path + " is not a regular file");
+  htri_t is_hdf5 = 0;
+  H5E_BEGIN_TRY { is_hdf5 = H5Fis_hdf5(path.c_str()); }
+  H5E_END_TRY;
+  MPIACCEL_CHECK(is_hdf5 > 0, "not an mpiaccel checkpoint: " + path +
+                                  " is not an HDF5 file (no HDF5 signature; empty, "
+                                  "overwritten or never completed)");
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);  // independent (sec2)
+  if (file < 0)
+    MPIACCEL_THROW("cannot open checkpoint " + path + " (truncated or damaged file?): " +
+                   hdf5_error_stack());
+  return H5Id(file);
+}
+
+void check_format(hid_t file, const std::string& path) {
+  std::string format;
+  MPIACCEL_CHECK(read_string_attribute(file, "format", &format),
+                 "not an mpiaccel checkpoint: " + path + " (format attribute missing)");
+  MPIACCEL_CHECK(format == kFormatName, "not an mpiaccel checkpoint: " + path + " (format is '" +
+                                            format + "', expected '" + kFormatName + "')");
+  int64_t version = 0;
+  MPIACCEL_CHECK(read_int_attribute(file, "format_version", &version),
+                 "checkpoint " + path + " has no format_version attribute");
+  MPIACCEL_CHECK(version >= 1 && version <= kCheckpointFormatVersion,
+                 "checkpoint " + path + " has format version " + std::to_string(version) +
+                     "; this build of mpiaccel reads versions 1 to " +
+                     std::to_string(kCheckpointFormatVersion) + " (use a newer mpiaccel)");
+}
+
+CheckpointInfo read_manifest(hid_t file, const std::string& path) {
+  check_format(file, path);
+  CheckpointInfo info;
+  info.path = path;
+  int64_t value = 0;
+  read_int_attribute(file, "format_version", &value);
+  info.format_version = static_cast<int>(value);
+  MPIACCEL_CHECK(read_int_attribute(file, "step", &info.step),
+                 "checkpoint " + path + " has no step attribute");
+  MPIACCEL_CHECK(read_int_attribute(file, "world_size", &value),
+                 "checkpoint " + path + " has no world_size attribute");
+  info.world_size = static_cast<int>(value);
+  read_string_attribute(file, "strategy", &info.strategy);
+  read_string_attribute(file, "mpiaccel_version", &info.mpiaccel_version);
+  read_string_attribute(file, "torch_version", &info.torch_version);
+  read_string_attribute(file, "created_utc", &info.created_utc);
+  if (object_exists(file, kConfigPath)) info.config_text = read_text_dataset(file, kConfigPath);
+
+  if (object_exists(file, "/trainer")) {
+    H5Id group(MPIACCEL_CHECK_HDF5(H5Gopen2(file, "/trainer", H5P_DEFAULT)));
+    info.trainer = read_attributes_as_text(group);
+    // Values too long for an attribute are scalar text datasets of the group.
+    H5G_info_t ginfo{};
+    MPIACCEL_CHECK_HDF5(H5Gget_info(group, &ginfo));
+    for (hsize_t i = 0; i < ginfo.nlinks; ++i) {
+      char name[1024] = {0};
+      MPIACCEL_CHECK_HDF5(H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name,
+                                             sizeof name, H5P_DEFAULT));
+      info.trainer[name] = read_text_dataset(group, name);
+    }
+  }
+  if (object_exists(file, "/optim")) {
+    H5Id group(MPIACCEL_CHECK_HDF5(H5Gopen2(file, "/optim", H5P_DEFAULT)));
+    info.attributes = read_attributes_as_text(group);
+  }
+
+  std::vector<ShardRecord> records = read_shard_table(file, path);
+  std::unordered_map<std::string, size_t> index;
+  for (const auto& r : records) {
+    auto it = index.find(r.name);
+    if (it == index.end()) {
+      it = index.emplace(r.name, info.tensors.size()).first;
+      info.tensors.emplace_back();
+      info.tensors.back().name = r.name;
+    }
+    info.tensors[it->second].shards.push_back({r.rank, r.first_row, r.rows, r.crc32c});
+  }
+  for (auto& t : info.tensors) {
+    read_tensor_header(file, path, &t);
+    std::sort(t.shards.begin(), t.shards.end(),
+              [](const ShardInfo& a, const ShardInfo& b) { return a.first_row < b.first_row; });
+    check_tiling(path, t);
+  }
+  return info;
+}
+
+void write_shard_table(hid_t meta_group, const std::vector<ShardRecord>& records, size_t total,
+                       size_t name_length, hid_t dxpl) {
+  H5Id ftype = shard_file_type(name_length);
+  size_t record_size = 0;
+  H5Id mtype = shard_memory_type(name_length, &record_size);
+  const hsize_t dims[1] = {total};
+  H5Id space(MPIACCEL_CHECK_HDF5(H5Screate_simple(1, dims, nullptr)));
+  H5Id dset(MPIACCEL_CHECK_HDF5(H5Dcreate2(meta_group, "shards", ftype, space, H5P_DEFAULT,
+                                           H5P_DEFAULT, H5P_DEFAULT)));  // collective
+  std::vector<unsigned char> buffer(record_size * records.size() + 1, 0);
+  const size_t off_rank = (name_length + 7) / 8 * 8;
+  for (size_t i = 0; i < records.size(); ++i) {
+    unsigned char* row = buffer.data() + i * record_size;
+    const auto& r = records[i];
+    std::memcpy(row, r.name.data(), std::min(r.name.size(), name_length));
+    std::memcpy(row + off_rank, &r.rank, 4);
+    std::memcpy(row + off_rank + 8, &r.first_row, 8);
+    std::memcpy(row + off_rank + 16, &r.rows, 8);
+    std::memcpy(row + off_rank + 24, &r.crc32c, 4);
+  }
+  H5Id file_space(MPIACCEL_CHECK_HDF5(H5Dget_space(dset)));
+  const hsize_t count[1] = {records.size()};
+  H5Id mem_space(MPIACCEL_CHECK_HDF5(H5Screate_simple(1, count, nullptr)));
+  if (records.empty()) {
+    MPIACCEL_CHECK_HDF5(H5Sselect_none(file_space));
+    MPIACCEL_CHECK_HDF5(H5Sselect_none(mem_space));
+  } else {
+    MPIACCEL_CHECK(records.size() == total, "checkpoint: one rank writes the whole shard table");
+  }
+  if (total > 0)
+    MPIACCEL_CHECK_HDF5(H5Dwrite(dset, mtype, mem_space, file_space, dxpl, buffer.data()));  // collective
+}
+
+std::string encode_records(const std::vector<ShardRecord>& records) {
+  ByteWriter w;
+  w.u64(records.size());
+  for (const auto& r : records) {
+    w.str(r.name);
+    w.i64(r.rank);
+    w.i64(r.first_row);
+    w.i64(r.rows);
+    w.u64(r.crc32c);
+  }
+  return w.take();
+}
+
+std::vector<ShardRecord> decode_records(const std::string& bytes) {
+  ByteReader r(bytes);
+  std::vector<ShardRecord> records(r.u64());
+  for (auto& rec : records) {
+    rec.name = r.str();
+    rec.rank = static_cast<int32_t>(r.i64());
+    rec.first_row = r.i64();
+    rec.rows = r.i64();
+    rec.crc32c = static_cast<uint32_t>(r.u64());
+  }
+  return records;
+}
+
+namespace {
+void encode_map(ByteWriter& w, const std::map<std::string, std::string>& m) {
+  w.u64(m.size());
+  for (const auto& [k, v] : m) {
+    w.str(k);
+    w.str(v);
+  }
+}
+std::map<std::string, std::string> decode_map(ByteReader& r) {
+  std::map<std::string, std::string> m;
+  for (uint64_t n = r.u64(); n > 0; --n) {
+    std::string k = r.str();
+    m[k] = r.str();
+  }
+  return m;
+}
+}  // namespace
+
+std::string encode_manifest(const CheckpointInfo& info) {
+  ByteWriter w;
+  w.str(info.path);
+  w.i64(info.format_version);
+  w.i64(info.step);
+  w.i64(info.world_size);
+  w.str(info.strategy);
+  w.str(info.mpiaccel_version);
+  w.str(info.torch_version);
+  w.str(info.created_utc);
+  w.str(info.config_text);
+  encode_map(w, info.trainer);
+  encode_map(w, info.attributes);
+  w.u64(info.tensors.size());
+  for (const auto& t : info.tensors) {
+    w.str(t.name);
+    w.u64(t.shape.size());
+    for (auto d : t.shape) w.i64(d);
+    w.i64(static_cast<int64_t>(t.dtype));
+    w.i64(t.bytes);
+    w.u64(t.shards.size());
+    for (const auto& s : t.shards) {
+      w.i64(s.rank);
+      w.i64(s.first_row);
+      w.i64(s.rows);
+      w.u64(s.crc32c);
+    }
+  }
+  return w.take();
+}
+
+CheckpointInfo decode_manifest(const std::string& bytes) {
+  ByteReader r(bytes);
+  CheckpointInfo info;
+  info.path = r.str();
+  info.format_version = static_cast<int>(r.i64());
+  info.step = r.i64();
+  info.world_size = static_cast<int>(r.i64());
+  info.strategy = r.str();
+  info.mpiaccel_version = r.str();
+  info.torch_version = r.str();
+  info.created_utc = r.str();
+  info.config_text = r.str();
+  info.trainer = decode_map(r);
+  info.attributes = decode_map(r);
+  info.tensors.resize(r.u64());
+  for (auto& t : info.tensors) {
+    t.name = r.str();
+    t.shape.resize(r.u64());
+    for (auto& d : t.shape) d = r.i64();
+    t.dtype = static_cast<at::ScalarType>(r.i64());
+    t.bytes = r.i64();
+    t.shards.resize(r.u64());
+    for (auto& s : t.shards) {
+      s.rank = static_cast<int>(r.i64());
+      s.first_row = r.i64();
+      s.rows = r.i64();
+      s.crc32c = static_cast<uint32_t>(r.u64());
+    }
+  }
+  return info;
+}
+
+}  // namespace detail
+}  // namespace mpiaccel

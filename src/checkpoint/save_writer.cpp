@@ -1,0 +1,221 @@
+// The collective HDF5 section of a save; see save_writer.hpp and the phase list
+// in checkpoint_save.cpp. All HDF5 calls are made from the calling thread.
+
+#include "checkpoint/save_writer.hpp"
+
+#include <hdf5.h>
+#include <torch/version.h>
+
+#include "checkpoint/commit.hpp"
+#include "checkpoint/h5_attributes.hpp"
+#include "checkpoint/h5_types.hpp"
+#include "checkpoint/parallel_file.hpp"
+#include "runtime/check_hdf5.hpp"
+#include "state/dtype_name.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+struct OpenDataset {
+  H5Id dataset;
+  hid_t type = H5I_INVALID_HID;  // owned by the TypeCache
+  const LocalShard* shard = nullptr;
+};
+
+class TypeCache {
+ public:
+  explicit TypeCache(hid_t file) : file_(file) {}
+  hid_t get(at::ScalarType dtype) {
+    auto it = types_.find(dtype);
+    if (it != types_.end()) return it->second;
+    H5Id type = make_file_type(dtype);
+    if (dtype == at::kBFloat16) {
+      // A named (committed) type, so h5ls/h5dump show it as /types/bfloat16.
+      H5Id lcpl(MPIACCEL_CHECK_HDF5(H5Pcreate(H5P_LINK_CREATE)));
+      MPIACCEL_CHECK_HDF5(H5Pset_create_intermediate_group(lcpl, 1));
+      MPIACCEL_CHECK_HDF5(H5Tcommit2(file_, kBfloat16TypePath, type, lcpl, H5P_DEFAULT,
+                                     H5P_DEFAULT));  // collective
+    }
+    hid_t id = type.get();
+    owned_.push_back(std::move(type));
+    types_[dtype] = id;
+    return id;
+  }
+  /// Closes the types (a committed type is an open object of the file).
+  void clear() {
+    owned_.clear();
+    types_.clear();
+  }
+
+ private:
+  hid_t file_;
+  std::map<at::ScalarType, hid_t> types_;
+  std::vector<H5Id> owned_;
+};
+
+H5Id create_tensor_dataset(hid_t file, hid_t lcpl, hid_t dcpl, const LocalShard& s, hid_t type) {
+  const auto& shape = s.tensor->global_shape;
+  H5Id space;
+  if (shape.empty()) {
+    space = H5Id(MPIACCEL_CHECK_HDF5(H5Screate(H5S_SCALAR)));
+  } else {
+    std::vector<hsize_t> dims(shape.begin(), shape.end());
+    space = H5Id(MPIACCEL_CHECK_HDF5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+  }
+  const std::string path = "/" + s.tensor->name;
+  H5Id dset(MPIACCEL_CHECK_HDF5(
+      H5Dcreate2(file, path.c_str(), type, space, lcpl, dcpl, H5P_DEFAULT)));  // collective
+  write_string_attribute(dset, "torch_dtype", dtype_name(s.dtype));           // collective
+  return dset;
+}
+
+// Collective: every rank calls it for every tensor with bytes > 0.
+void write_rows(const OpenDataset& d, hid_t dxpl) {
+  const ShardedTensor& t = *d.shard->tensor;
+  const auto& shape = t.global_shape;
+  H5Id file_space(MPIACCEL_CHECK_HDF5(H5Dget_space(d.dataset)));
+  H5Id mem_space;
+  static const unsigned char kNothing = 0;
+  const void* buffer = &kNothing;  // HDF5 wants a non-null buffer even for an empty selection
+  if (t.row_count == 0) {
+    MPIACCEL_CHECK_HDF5(H5Sselect_none(file_space));
+    mem_space = H5Id(MPIACCEL_CHECK_HDF5(H5Scopy(file_space)));
+    MPIACCEL_CHECK_HDF5(H5Sselect_none(mem_space));
+  } else if (shape.empty()) {
+    mem_space = H5Id(MPIACCEL_CHECK_HDF5(H5Screate(H5S_SCALAR)));
+    buffer = d.shard->host.data_ptr();
+  } else {
+    std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
+    start[0] = static_cast<hsize_t>(t.row_begin);
+    count[0] = static_cast<hsize_t>(t.row_count);
+    MPIACCEL_CHECK_HDF5(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr,
+                                            count.data(), nullptr));
+    mem_space = H5Id(MPIACCEL_CHECK_HDF5(
+        H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr)));
+    buffer = d.shard->host.data_ptr();
+  }
+  MPIACCEL_CHECK_HDF5(
+      H5Dwrite(d.dataset, d.type, mem_space, file_space, dxpl, buffer));  // collective
+}
+
+}  // namespace
+
+void write_file(Communicator& comm, const WriteInput& in) {
+  H5Id fapl = make_parallel_fapl(in.world);
+  std::string error;
+  H5Id file;
+  recorded(&error, [&] {
+    file = H5Id(H5Fcreate(in.tmp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));  // collective
+    MPIACCEL_CHECK(file.valid(), "cannot create " + in.tmp_path + ": " + hdf5_error_stack());
+  });
+  all_ok(comm, error.empty(), error);
+
+  // Phase 3: metadata. Identical calls on every rank.
+  TypeCache types(file);
+  std::vector<OpenDataset> datasets;
+  H5Id meta, rng_group;
+  std::vector<H5Id> rng_datasets;
+  recorded(&error, [&] {
+    write_string_attribute(file, "format", kFormatName);  // collective (all below too)
+    write_int_attribute(file, "format_version", kCheckpointFormatVersion);
+    write_int_attribute(file, "step", in.step);
+    write_int_attribute(file, "world_size", in.size);
+    write_string_attribute(file, "strategy", in.plan->strategy);
+    write_string_attribute(file, "mpiaccel_version", MPIACCEL_VERSION);
+    write_string_attribute(file, "torch_version", TORCH_VERSION);
+    write_string_attribute(file, "created_utc", in.plan->created_utc);
+
+    H5Id lcpl(MPIACCEL_CHECK_HDF5(H5Pcreate(H5P_LINK_CREATE)));
+    MPIACCEL_CHECK_HDF5(H5Pset_create_intermediate_group(lcpl, 1));
+    H5Id dcpl(MPIACCEL_CHECK_HDF5(H5Pcreate(H5P_DATASET_CREATE)));
+    MPIACCEL_CHECK_HDF5(H5Pset_layout(dcpl, H5D_CONTIGUOUS));
+    // Write-once data: no fill pass (a parallel fill of 512 MiB costs ~1 s).
+    MPIACCEL_CHECK_HDF5(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
+    MPIACCEL_CHECK_HDF5(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY));
+
+    H5Id optim(MPIACCEL_CHECK_HDF5(H5Gcreate2(file, "optim", lcpl, H5P_DEFAULT, H5P_DEFAULT)));
+    for (const auto& [key, value] : in.plan->attributes) {
+      MPIACCEL_CHECK(value.size() <= kMaxAttributeText,
+                     "checkpoint: attribute '" + key + "' is " + std::to_string(value.size()) +
+                         " bytes; state attributes are for small values (at most " +
+                         std::to_string(kMaxAttributeText) + ")");
+      write_string_attribute(optim, key, value);
+    }
+    for (const auto& s : *in.shards) {
+      OpenDataset d;
+      d.shard = &s;
+      d.type = types.get(s.dtype);
+      d.dataset = create_tensor_dataset(file, lcpl, dcpl, s, d.type);
+      datasets.push_back(std::move(d));
+    }
+    meta = H5Id(MPIACCEL_CHECK_HDF5(H5Gcreate2(file, "meta", lcpl, H5P_DEFAULT, H5P_DEFAULT)));
+    H5Id trainer(MPIACCEL_CHECK_HDF5(H5Gcreate2(file, "trainer", lcpl, H5P_DEFAULT, H5P_DEFAULT)));
+    rng_group = H5Id(MPIACCEL_CHECK_HDF5(H5Gcreate2(file, "rng", lcpl, H5P_DEFAULT, H5P_DEFAULT)));
+    for (int r = 0; r < in.size; ++r) {
+      const hsize_t dims[1] = {static_cast<hsize_t>(in.rng_sizes[static_cast<size_t>(r)])};
+      H5Id space(MPIACCEL_CHECK_HDF5(H5Screate_simple(1, dims, nullptr)));
+      rng_datasets.emplace_back(MPIACCEL_CHECK_HDF5(H5Dcreate2(
+          rng_group, std::to_string(r).c_str(), H5T_STD_U8LE, space, lcpl, dcpl, H5P_DEFAULT)));
+    }
+    (void)trainer;
+  });
+  all_ok(comm, error.empty(), error);
+
+  // Phase 4: raw data. From here on an error is recorded and the remaining
+  // collective calls are still made.
+  H5Id collective = make_transfer_list(true);
+  H5Id independent = make_transfer_list(false);
+  for (const auto& d : datasets)
+    if (d.shard->bytes > 0)
+      recorded(&error, [&] {
+        try {
+          write_rows(d, collective);
+        } catch (const Error& e) {
+          MPIACCEL_THROW("writing tensor " + d.shard->tensor->name + " failed: " + e.message());
+        }
+      });
+  const bool rank0 = in.rank == 0;
+  recorded(&error, [&] {
+    write_shard_table(meta, rank0 ? in.all_records : std::vector<ShardRecord>{}, in.record_count,
+                      in.name_length, collective);
+  });
+  recorded(&error, [&] { write_text_dataset(meta, "config", in.plan->config_text, rank0, collective); });
+  recorded(&error, [&] {
+    // Trainer values too long for attributes become text datasets.
+    H5Id trainer(MPIACCEL_CHECK_HDF5(H5Gopen2(file, "trainer", H5P_DEFAULT)));
+    for (const auto& [key, value] : in.plan->trainer) {
+      if (value.size() <= kMaxAttributeText)
+        write_string_attribute(trainer, key, value);  // collective
+      else
+        write_text_dataset(trainer, key, value, rank0, collective);  // collective
+    }
+  });
+  if (!in.rng_state->empty())
+    recorded(&error, [&] {
+      MPIACCEL_CHECK_HDF5(H5Dwrite(rng_datasets[static_cast<size_t>(in.rank)], H5T_NATIVE_UCHAR,
+                                   H5S_ALL, H5S_ALL, independent, in.rng_state->data()));  // independent
+    });
+  recorded(&error, [&] { MPIACCEL_CHECK_HDF5(H5Fflush(file, H5F_SCOPE_GLOBAL)); });  // collective
+  datasets.clear();
+  rng_datasets.clear();
+  meta.reset();
+  rng_group.reset();
+  types.clear();
+  recorded(&error, [&] {
+    const herr_t rc = H5Fclose(file.release());  // collective
+    MPIACCEL_CHECK(rc >= 0, "closing " + in.tmp_path + " failed: " + hdf5_error_stack());
+  });
+  if (!error.empty()) {
+    // HDF5's stack does not carry errno; say the likely cause when it is so.
+    const int64_t free_bytes = available_bytes(in.dir);
+    error = "checkpoint step " + std::to_string(in.step) + ": writing " + in.tmp_path + " failed" +
+            (free_bytes >= 0 && free_bytes < (1 << 20) ? " (No space left on device: " +
+                                                             std::to_string(free_bytes) +
+                                                             " bytes free)"
+                                                       : "") +
+            ": " + error;
+  }
+  all_ok(comm, error.empty(), error);
+}
+
+}  // namespace mpiaccel::detail

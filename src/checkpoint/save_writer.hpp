@@ -1,0 +1,101 @@
+#pragma once
+// The collective HDF5 section of a save (phases 3 and 4 of checkpoint_save.cpp):
+// create the file and every object, write every rank's rows, flush, close.
+// Also the types both halves of the save share.
+
+#include <ATen/core/Tensor.h>
+#include <mpi.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkpoint/byte_codec.hpp"
+#include "checkpoint/manifest.hpp"
+#include "mpiaccel/comm.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/state.hpp"
+
+namespace mpiaccel::detail {
+
+struct LocalShard {
+  const ShardedTensor* tensor = nullptr;
+  at::ScalarType dtype = at::kFloat;
+  at::Tensor host;        // this rank's rows, CPU, contiguous
+  int64_t rows = 0;       // rows of dim 0 of the whole tensor
+  int64_t row_bytes = 0;
+  int64_t bytes = 0;      // of the whole tensor
+  uint32_t crc = 0;
+};
+
+// What rank 0 decides for everyone: its tensor list is the reference and its
+// metadata is what the file records.
+struct SharedPlan {
+  std::string layout;  // one line per tensor
+  std::string strategy, config_text, created_utc;
+  std::map<std::string, std::string> trainer, attributes;
+
+  std::string encode() const {
+    ByteWriter w;
+    w.str(layout);
+    w.str(strategy);
+    w.str(config_text);
+    w.str(created_utc);
+    for (const auto* m : {&trainer, &attributes}) {
+      w.u64(m->size());
+      for (const auto& [k, v] : *m) {
+        w.str(k);
+        w.str(v);
+      }
+    }
+    return w.take();
+  }
+  static SharedPlan decode(const std::string& bytes) {
+    ByteReader r(bytes);
+    SharedPlan p;
+    p.layout = r.str();
+    p.strategy = r.str();
+    p.config_text = r.str();
+    p.created_utc = r.str();
+    for (auto* m : {&p.trainer, &p.attributes})
+      for (uint64_t n = r.u64(); n > 0; --n) {
+        std::string k = r.str();
+        (*m)[k] = r.str();
+      }
+    return p;
+  }
+};
+
+// Runs `what`, keeping the first error instead of throwing, so the caller can
+// go on making the collective calls every other rank is making.
+template <typename F>
+void recorded(std::string* first_error, F&& what) {
+  try {
+    what();
+  } catch (const Error& e) {
+    if (first_error->empty()) *first_error = e.message();
+  } catch (const std::exception& e) {
+    if (first_error->empty()) *first_error = e.what();
+  }
+}
+
+struct WriteInput {
+  MPI_Comm world = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  int64_t step = 0;
+  std::string dir, tmp_path;
+  const std::vector<LocalShard>* shards = nullptr;
+  const SharedPlan* plan = nullptr;
+  std::vector<ShardRecord> all_records;  // rank 0 only
+  size_t record_count = 0;
+  size_t name_length = 1;
+  std::vector<int64_t> rng_sizes;  // per rank
+  const std::string* rng_state = nullptr;
+};
+
+/// Phases 3 and 4. Every exception leaving it has been agreed on (thrown by
+/// all_ok on every rank), so RAII closes during unwinding happen on every rank
+/// alike. Collective over comm: every rank calls it, in the same order.
+void write_file(Communicator& comm, const WriteInput& in);
+
+}  // namespace mpiaccel::detail

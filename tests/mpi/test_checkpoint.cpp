@@ -1,0 +1,316 @@
+// ctest: links mpiaccel_checkpoint; np 1 2 3 4; timeout 180
+// Checkpointer round trips: every dtype bit-exact, saved with one row layout
+// and loaded with others (full rows on every rank, torch.chunk layout,
+// reversed parts, a different part count), tensors with fewer rows than ranks,
+// 0-d and 0-row tensors, the metadata (config text over 64 KiB, trainer
+// values, attributes, per-rank RNG blobs), and the commit protocol (latest,
+// keep_last pruning, no temporary files left).
+#define BOOST_TEST_MODULE checkpoint
+#include "support/mpi_test.hpp"
+
+#include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+
+#include "mpiaccel/checkpoint.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/state.hpp"
+
+namespace fs = std::filesystem;
+using namespace mpiaccel;
+using mpiaccel::test::world;
+using mpiaccel::test::world_ptr;
+
+namespace {
+
+// A directory every rank sees, removed at the end of the test case.
+struct SharedDir {
+  std::string path;
+  SharedDir() {
+    std::string mine;
+    if (world().rank() == 0) {
+      char tmpl[] = "/tmp/mpiaccel_ckpt_XXXXXX";
+      mine = mkdtemp(tmpl);
+    }
+    path = world().broadcast_bytes(mine, 0);
+  }
+  ~SharedDir() {
+    world().barrier();
+    if (world().rank() == 0) fs::remove_all(path);
+  }
+};
+
+struct Spec {
+  std::string name;
+  std::vector<int64_t> shape;
+  at::ScalarType dtype;
+};
+
+std::vector<Spec> specs() {
+  return {
+      {"model/embed.weight", {13, 5}, at::kFloat},
+      {"model/layers.0.weight", {9, 3}, at::kBFloat16},
+      {"model/layers.0.bias", {4}, at::kHalf},
+      {"model/head.weight", {3, 2, 2}, at::kDouble},
+      {"model/counter", {10}, at::kLong},
+      {"model/ids", {5, 2}, at::kInt},
+      {"model/mask", {8}, at::kBool},
+      {"model/bytes", {6}, at::kByte},
+      {"model/small", {7}, at::kChar},
+      {"model/shorts", {3}, at::kShort},
+      {"model/scale", {}, at::kFloat},          // 0-d: one row
+      {"model/one_row", {1, 4}, at::kFloat},    // fewer rows than ranks
+      {"model/empty", {0, 3}, at::kFloat},      // no rows at all
+      {"optim/embed.weight/exp_avg", {13, 5}, at::kFloat},
+      {"optim/embed.weight/step", {}, at::kLong},
+  };
+}
+
+// The full tensor: deterministic raw bits from (tensor index, byte index), so
+// every rank computes the expected values itself and round trips compare bits
+// (NaN payloads included).
+at::Tensor full_tensor(size_t index, const Spec& spec) {
+  at::Tensor t = at::empty(spec.shape, at::TensorOptions().dtype(spec.dtype));
+  auto* bytes = static_cast<unsigned char*>(t.data_ptr());
+  const size_t n = static_cast<size_t>(t.numel()) * t.element_size();
+  uint64_t state = 0x9E3779B97F4A7C15ull * (index + 1);
+  for (size_t i = 0; i < n; ++i) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    bytes[i] = static_cast<unsigned char>(state);
+  }
+  if (spec.dtype == at::kBool) t = t.to(at::kByte).remainder(2).to(at::kBool);
+  return t;
+}
+
+int64_t rows_of(const Spec& s) { return s.shape.empty() ? 1 : s.shape[0]; }
+
+at::Tensor rows_of_tensor(const at::Tensor& full, const Spec& s, int64_t begin, int64_t count) {
+  if (s.shape.empty()) return count ? full.clone() : at::empty({0}, full.options());
+  return full.narrow(0, begin, count).clone();
+}
+
+ShardedStateDict make_state(const std::vector<Spec>& list,
+                            const std::function<RowRange(int64_t)>& layout) {
+  ShardedStateDict state;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const auto& s = list[i];
+    const RowRange r = layout(rows_of(s));
+    state.tensors.push_back({s.name, s.shape, r.begin, r.count,
+                             rows_of_tensor(full_tensor(i, s), s, r.begin, r.count)});
+  }
+  state.attributes = {{"optimizer", "adamw"}, {"optimizer.group0.lr", "0.001"}};
+  return state;
+}
+
+ShardedStateDict make_targets(const std::vector<Spec>& list,
+                              const std::function<RowRange(int64_t)>& layout) {
+  ShardedStateDict targets;
+  for (const auto& s : list) {
+    const RowRange r = layout(rows_of(s));
+    std::vector<int64_t> shape = s.shape;
+    at::Tensor local;
+    if (shape.empty())
+      local = r.count ? at::full({}, 0, at::TensorOptions().dtype(s.dtype))
+                      : at::empty({0}, at::TensorOptions().dtype(s.dtype));
+    else {
+      shape[0] = r.count;
+      local = at::zeros(shape, at::TensorOptions().dtype(s.dtype));
+    }
+    targets.tensors.push_back({s.name, s.shape, r.begin, r.count, local});
+  }
+  return targets;
+}
+
+bool same_bits(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.numel() != b.numel()) return false;
+  return std::memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size()) == 0;
+}
+
+// Every target holds exactly its rows of the full tensors.
+std::string check_targets(const std::vector<Spec>& list, const ShardedStateDict& targets) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const auto& t = targets.tensors[i];
+    at::Tensor want = rows_of_tensor(full_tensor(i, list[i]), list[i], t.row_begin, t.row_count);
+    if (!same_bits(t.local.contiguous(), want)) return "tensor " + t.name + " differs";
+  }
+  return "";
+}
+
+CheckpointMeta make_meta(int64_t step) {
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.strategy = "ddp";
+  meta.config_text = "[train]\nmax_steps = 10\n; " + std::string(70000, 'x') + "\n";
+  meta.trainer = {{"epoch", "3"}, {"samples_seen", "1234"}, {"scheduler", std::string(40000, 's')}};
+  // Different sizes per rank, one rank without any.
+  const int rank = world().rank();
+  meta.rng_state = rank == 1 ? "" : std::string(static_cast<size_t>(16 + 7 * rank), char('a' + rank));
+  return meta;
+}
+
+RowRange even_here(int64_t rows) { return even_row_range(rows, world().size(), world().rank()); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(round_trip_same_layout_is_bit_exact_with_meta) {
+  SharedDir dir;
+  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  const auto list = specs();
+  const CheckpointMeta meta = make_meta(7);
+  const std::string path = ckpt.save(make_state(list, even_here), 7, meta);
+  MPIACCEL_CHECK_ALL(path == dir.path + "/step_00000007.h5");
+  MPIACCEL_CHECK_ALL(fs::exists(path));
+
+  ShardedStateDict targets = make_targets(list, even_here);
+  const CheckpointMeta got = ckpt.load(dir.path, targets);
+  const std::string diff = check_targets(list, targets);
+  BOOST_TEST_MESSAGE(diff);
+  MPIACCEL_CHECK_ALL(diff.empty());
+  MPIACCEL_CHECK_ALL(got.step == 7);
+  MPIACCEL_CHECK_ALL(got.world_size == world().size());
+  MPIACCEL_CHECK_ALL(got.strategy == "ddp");
+  MPIACCEL_CHECK_ALL(got.config_text == meta.config_text);
+  MPIACCEL_CHECK_ALL(got.trainer == meta.trainer);
+  MPIACCEL_CHECK_ALL(got.rng_state == meta.rng_state);
+  MPIACCEL_CHECK_ALL(got.format_version == kCheckpointFormatVersion);
+  MPIACCEL_CHECK_ALL(got.path == path);
+  MPIACCEL_CHECK_ALL(targets.attributes.at("optimizer.group0.lr") == "0.001");
+}
+
+BOOST_AUTO_TEST_CASE(load_with_other_layouts_reshards) {
+  SharedDir dir;
+  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  const auto list = specs();
+  ckpt.save(make_state(list, even_here), 1, make_meta(1));
+  const int n = world().size(), r = world().rank();
+  const std::vector<std::pair<std::string, std::function<RowRange(int64_t)>>> layouts = {
+      {"full rows on every rank", [](int64_t rows) { return RowRange{0, rows}; }},
+      {"torch.chunk", [&](int64_t rows) { return chunk_row_range(rows, n, r); }},
+      {"reversed parts", [&](int64_t rows) { return even_row_range(rows, n, n - 1 - r); }},
+      {"n+1 parts", [&](int64_t rows) { return even_row_range(rows, n + 1, r + 1); }},
+      {"one row each", [&](int64_t rows) { return rows > r ? RowRange{r, 1} : RowRange{0, 0}; }},
+  };
+  for (const auto& [what, layout] : layouts) {
+    BOOST_TEST_CONTEXT(what) {
+      ShardedStateDict targets = make_targets(list, layout);
+      ckpt.load(dir.path, targets);
+      const std::string diff = check_targets(list, targets);
+      BOOST_TEST_MESSAGE(what << ": " << diff);
+      MPIACCEL_CHECK_ALL(diff.empty());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(save_with_uneven_layout_and_load_as_dtype_conversion) {
+  // Saved with torch.chunk rows (the tail rank may have none), loaded into
+  // float32 targets from a bfloat16 tensor (floating dtypes convert).
+  SharedDir dir;
+  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  const int n = world().size(), r = world().rank();
+  std::vector<Spec> list = {{"model/w", {5, 4}, at::kBFloat16}, {"model/v", {2}, at::kFloat}};
+  ckpt.save(make_state(list, [&](int64_t rows) { return chunk_row_range(rows, n, r); }), 3,
+            make_meta(3));
+  ShardedStateDict targets;
+  targets.tensors.push_back({"model/w", {5, 4}, 0, 5, at::zeros({5, 4}, at::kFloat)});
+  ckpt.load(dir.path, targets);
+  at::Tensor want = full_tensor(0, list[0]).to(at::kFloat);
+  MPIACCEL_CHECK_ALL(same_bits(targets.tensors[0].local, want));
+}
+
+BOOST_AUTO_TEST_CASE(latest_and_keep_last_pruning) {
+  SharedDir dir;
+  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path + "/nested/run", 2);
+  const std::vector<Spec> list = {{"model/w", {6, 2}, at::kFloat}};
+  for (int64_t step : {10, 20, 30, 40}) ckpt.save(make_state(list, even_here), step, make_meta(step));
+  const std::string run = dir.path + "/nested/run";
+  const auto kept = Checkpointer::list(run);
+  MPIACCEL_CHECK_ALL(kept.size() == 2);
+  MPIACCEL_CHECK_ALL(kept.size() == 2 && kept[0] == run + "/step_00000030.h5" &&
+                     kept[1] == run + "/step_00000040.h5");
+  MPIACCEL_CHECK_ALL(Checkpointer::resolve(run) == run + "/step_00000040.h5");
+  std::ifstream latest(run + "/latest");
+  std::string line;
+  std::getline(latest, line);
+  MPIACCEL_CHECK_ALL(line == "step_00000040.h5");
+  bool leftovers = false;
+  for (const auto& e : fs::directory_iterator(run))
+    leftovers |= e.path().filename().string().find(".tmp") != std::string::npos;
+  MPIACCEL_CHECK_ALL(!leftovers);
+  // A file path resolves to itself; loading an explicit older file works.
+  ShardedStateDict targets = make_targets(list, even_here);
+  const CheckpointMeta got = ckpt.load(run + "/step_00000030.h5", targets);
+  MPIACCEL_CHECK_ALL(got.step == 30);
+}
+
+BOOST_AUTO_TEST_CASE(failed_save_leaves_previous_checkpoint_untouched) {
+  SharedDir dir;
+  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 1);
+  const std::vector<Spec> list = {{"model/w", {6, 2}, at::kFloat}};
+  ckpt.save(make_state(list, even_here), 1, make_meta(1));
+  const std::string committed = dir.path + "/step_00000001.h5";
+  const auto size_before = fs::file_size(committed);
+
+  // (a) Rows nobody holds: rank 0 finds the hole before the file exists.
+  auto holes = make_state(list, even_here);
+  if (world().rank() == world().size() - 1) {
+    holes.tensors[0].row_count = 0;
+    holes.tensors[0].local = holes.tensors[0].local.narrow(0, 0, 0);
+  }
+  std::string message;
+  try {
+    ckpt.save(holes, 2, make_meta(2));
+  } catch (const mpiaccel::Error& e) {
+    message = e.message();
+  }
+  BOOST_TEST_MESSAGE("hole: " << message);
+  MPIACCEL_CHECK_ALL(message.find("model/w") != std::string::npos &&
+                     message.find("held by no rank") != std::string::npos);
+
+  // (b) A different tensor list on one rank (needs a second rank to differ from).
+  if (world().size() > 1) {
+    auto other = make_state(list, even_here);
+    if (world().rank() == world().size() - 1) other.tensors[0].name = "model/other";
+    message.clear();
+    try {
+      ckpt.save(other, 2, make_meta(2));
+    } catch (const mpiaccel::Error& e) {
+      message = e.message();
+    }
+    MPIACCEL_CHECK_ALL(message.find("different tensor lists") != std::string::npos);
+  }
+
+  // (c) A failure inside the collective HDF5 section, after the .tmp file
+  // exists: an attribute too long for HDF5 object headers.
+  auto big = make_state(list, even_here);
+  big.attributes["huge"] = std::string(100000, 'h');
+  message.clear();
+  try {
+    ckpt.save(big, 3, make_meta(3));
+  } catch (const mpiaccel::Error& e) {
+    message = e.message();
+  }
+  BOOST_TEST_MESSAGE("in-file failure: " << message);
+  // Every rank saw the same error.
+  const auto messages = world().all_gather_bytes(message);
+  bool same = true;
+  for (const auto& m : messages) same &= m == messages[0];
+  MPIACCEL_CHECK_ALL(same && message.find("huge") != std::string::npos);
+
+  MPIACCEL_CHECK_ALL(Checkpointer::resolve(dir.path) == committed);
+  MPIACCEL_CHECK_ALL(fs::file_size(committed) == size_before);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    ++files;
+    BOOST_TEST_MESSAGE("left: " << e.path());
+  }
+  MPIACCEL_CHECK_ALL(files == 2);  // step_00000001.h5 and latest
+  ShardedStateDict targets = make_targets(list, even_here);
+  ckpt.load(dir.path, targets);
+  MPIACCEL_CHECK_ALL(check_targets(list, targets).empty());
+}

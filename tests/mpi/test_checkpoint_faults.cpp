@@ -1,0 +1,220 @@
+// ctest: links mpiaccel_checkpoint; np 1 2 3; timeout 120
+// Bad checkpoints fail loudly and alike on every rank, and damage nothing:
+// flipped bytes inside a tensor, a truncated file, a foreign HDF5 file, a file
+// that is not HDF5, a checkpoint of a different model, a missing directory,
+// a directory without `latest`. (A full disk and a killed rank are process
+// level: tests/scripts/test_ckpt_full_disk.sh, test_ckpt_kill.sh.)
+#define BOOST_TEST_MODULE checkpoint_faults
+#include "support/mpi_test.hpp"
+
+#include <ATen/ATen.h>
+#include <hdf5.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "mpiaccel/checkpoint.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/state.hpp"
+
+namespace fs = std::filesystem;
+using namespace mpiaccel;
+using mpiaccel::test::world;
+using mpiaccel::test::world_ptr;
+
+namespace {
+
+struct SharedDir {
+  std::string path;
+  SharedDir() {
+    std::string mine;
+    if (world().rank() == 0) {
+      char tmpl[] = "/tmp/mpiaccel_ckpt_faults_XXXXXX";
+      mine = mkdtemp(tmpl);
+    }
+    path = world().broadcast_bytes(mine, 0);
+  }
+  ~SharedDir() {
+    world().barrier();
+    if (world().rank() == 0) fs::remove_all(path);
+  }
+};
+
+at::Tensor full_w() { return at::arange(48, at::kFloat).reshape({12, 4}) * 0.5; }
+at::Tensor full_b() { return at::arange(12, at::kLong); }
+
+ShardedStateDict state_of_model() {
+  ShardedStateDict state;
+  const RowRange w = even_row_range(12, world().size(), world().rank());
+  state.tensors.push_back({"model/w", {12, 4}, w.begin, w.count, full_w().narrow(0, w.begin, w.count).clone()});
+  state.tensors.push_back({"model/b", {12}, w.begin, w.count, full_b().narrow(0, w.begin, w.count).clone()});
+  return state;
+}
+
+ShardedStateDict full_targets() {
+  ShardedStateDict targets;
+  targets.tensors.push_back({"model/w", {12, 4}, 0, 12, at::zeros({12, 4}, at::kFloat)});
+  targets.tensors.push_back({"model/b", {12}, 0, 12, at::zeros({12}, at::kLong)});
+  return targets;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const mpiaccel::Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+// The same message on every rank, and it contains every needle.
+bool fails_everywhere_with(const std::string& message, std::initializer_list<const char*> needles) {
+  BOOST_TEST_MESSAGE("rank " << world().rank() << ": " << message);
+  bool ok = !message.empty();
+  for (const char* n : needles) ok &= message.find(n) != std::string::npos;
+  const auto all = world().all_gather_bytes(message);
+  for (const auto& m : all) ok &= m == all[0];
+  return ok;
+}
+
+// One shared checkpoint per test case, step 5.
+std::string save_one(const SharedDir& dir) {
+  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  CheckpointMeta meta;
+  meta.strategy = "ddp";
+  return ckpt.save(state_of_model(), 5, meta);
+}
+
+void copy_file(const std::string& from, const std::string& to) {
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(flipped_bytes_in_a_tensor_are_caught_by_load_and_verify) {
+  SharedDir dir;
+  const std::string path = save_one(dir);
+  const std::string damaged = dir.path + "/damaged.h5";
+  std::vector<std::string> problems;
+  if (world().rank() == 0) {
+    copy_file(path, damaged);
+    // Find where /model/w's data lies (contiguous layout), flip one byte in row 7.
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    hid_t file = H5Fopen(damaged.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t dset = H5Dopen2(file, "/model/w", H5P_DEFAULT);
+    const haddr_t offset = H5Dget_offset(dset);
+    H5Dclose(dset);
+    H5Fclose(file);
+    std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(offset + 7 * 16 + 2));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
+    f.seekp(static_cast<std::streamoff>(offset + 7 * 16 + 2));
+    f.write(&c, 1);
+    f.close();
+    problems = CheckpointReader(damaged).verify();
+  }
+  MPIACCEL_CHECK_ALL(world().rank() != 0 ||
+                     (problems.size() == 1 && problems[0].find("model/w") == 0 &&
+                      problems[0].find("damaged") != std::string::npos));
+  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  ShardedStateDict targets = full_targets();
+  const std::string message = error_of([&] { ckpt.load(damaged, targets); });
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"damaged", "model/w", "checksum"}));
+  // A rank whose rows avoid the damaged shard still agrees to fail (above);
+  // the original file is intact and loads.
+  ShardedStateDict good = full_targets();
+  ckpt.load(dir.path, good);
+  MPIACCEL_CHECK_ALL(at::equal(good.tensors[0].local, full_w()) &&
+                     at::equal(good.tensors[1].local, full_b()));
+  MPIACCEL_CHECK_ALL(world().rank() != 0 || CheckpointReader(path).verify().empty());
+}
+
+BOOST_AUTO_TEST_CASE(truncated_file) {
+  SharedDir dir;
+  const std::string path = save_one(dir);
+  const std::string cut = dir.path + "/cut.h5";
+  if (world().rank() == 0) {
+    copy_file(path, cut);
+    fs::resize_file(cut, fs::file_size(cut) / 2);
+  }
+  world().barrier();
+  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  ShardedStateDict targets = full_targets();
+  const std::string message = error_of([&] { ckpt.load(cut, targets); });
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"cannot open checkpoint", "cut.h5", "truncated"}));
+  // Cut inside the superblock: not even an HDF5 signature check passes.
+  if (world().rank() == 0) fs::resize_file(cut, 4);
+  world().barrier();
+  const std::string tiny = error_of([&] { ckpt.load(cut, targets); });
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(tiny, {"not an HDF5 file"}));
+}
+
+BOOST_AUTO_TEST_CASE(foreign_hdf5_and_non_hdf5_files) {
+  SharedDir dir;
+  const std::string foreign = dir.path + "/foreign.h5", text = dir.path + "/notes.txt";
+  if (world().rank() == 0) {
+    hid_t file = H5Fcreate(foreign.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[1] = {4};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t dset = H5Dcreate2(file, "data", H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int values[4] = {1, 2, 3, 4};
+    H5Dwrite(dset, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
+    H5Dclose(dset);
+    H5Sclose(space);
+    H5Fclose(file);
+    std::ofstream(text) << "hello\n";
+  }
+  world().barrier();
+  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  ShardedStateDict targets = full_targets();
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(foreign, targets); }),
+                                           {"not an mpiaccel checkpoint", "foreign.h5",
+                                            "(format attribute missing)"}));
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(text, targets); }),
+                                           {"not an mpiaccel checkpoint", "not an HDF5 file"}));
+}
+
+BOOST_AUTO_TEST_CASE(checkpoint_of_a_different_model) {
+  SharedDir dir;
+  save_one(dir);
+  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  ShardedStateDict missing;
+  missing.tensors.push_back({"model/w", {12, 4}, 0, 12, at::zeros({12, 4}, at::kFloat)});
+  missing.tensors.push_back({"model/extra.bias", {3}, 0, 3, at::zeros({3}, at::kFloat)});
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, missing); }),
+                                           {"has no tensor model/extra.bias", "different model"}));
+  ShardedStateDict reshaped;
+  reshaped.tensors.push_back({"model/w", {6, 8}, 0, 6, at::zeros({6, 8}, at::kFloat)});
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, reshaped); }),
+                                           {"model/w", "[12, 4]", "[6, 8]"}));
+  // Only the last rank asks for something that is not there: all fail together.
+  ShardedStateDict one_rank = full_targets();
+  if (world().rank() == world().size() - 1) one_rank.tensors[1].name = "model/c";
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, one_rank); }),
+                                           {"model/c"}));
+  ShardedStateDict wrong_dtype;
+  wrong_dtype.tensors.push_back({"model/b", {12}, 0, 12, at::zeros({12}, at::kFloat)});
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, wrong_dtype); }),
+                                           {"model/b", "int64", "float32"}));
+}
+
+BOOST_AUTO_TEST_CASE(missing_directory_and_no_latest) {
+  SharedDir dir;
+  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  ShardedStateDict targets = full_targets();
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(
+      error_of([&] { ckpt.load(dir.path + "/no/such/dir", targets); }), {"does not exist"}));
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, targets); }),
+                                           {"no committed checkpoint in", "latest"}));
+  // A leftover temporary file is never loaded: `latest` is the only way in.
+  if (world().rank() == 0) std::ofstream(dir.path + "/.step_00000009.h5.tmp") << "partial";
+  world().barrier();
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, targets); }),
+                                           {"no committed checkpoint in"}));
+  // ... and is removed by the next successful save.
+  save_one(dir);
+  MPIACCEL_CHECK_ALL(!fs::exists(dir.path + "/.step_00000009.h5.tmp"));
+}

@@ -23,6 +23,10 @@ DEB_PACKAGES := build-essential cmake pkg-config ccache \
   fortunes dataset-fashion-mnist \
   python3-torch python3-h5py gnuplot-nox
 
+# ccache keys on paths relative to the checkout, so a fresh clone elsewhere
+# reuses the objects an earlier build compiled.
+export CCACHE_BASEDIR := $(CURDIR)
+
 .PHONY: all build deps configure test test-all bench run clean
 
 all: build

@@ -33,6 +33,7 @@
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/data.hpp"
+#include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
 
 namespace torch::nn {
@@ -45,6 +46,7 @@ class Optimizer;
 namespace mpiaccel {
 
 class Runtime;
+class ActivationCheckpointing;
 
 class Accelerator {
  public:
@@ -113,15 +115,25 @@ class Accelerator {
   };
   NoSyncGuard no_sync();
 
-  /// loss.backward(), with the loss divided by the accumulation steps so that
-  /// accumulated gradients are a mean. Collective (hooks communicate).
+  /// Computes in the policy's param_dtype ([distributed] mixed_precision)
+  /// until destroyed: wrap forward and loss, not backward.
+  AutocastGuard autocast() const;
+  const PrecisionPolicy& precision() const { return precision_; }
+  /// The fp16 loss scaler (disabled, scale 1, for fp32 and bf16).
+  const GradScaler& grad_scaler() const { return *scaler_; }
+
+  /// loss.backward(), with the loss scaled (fp16) and divided by the
+  /// accumulation steps so that accumulated gradients are a mean. Collective
+  /// (hooks communicate).
   void backward(const at::Tensor& loss);
 
   /// Clips the gradients to a global L2 norm of `max_norm` and returns the
   /// norm before clipping. Collective. Only on a sync step.
   double clip_grad_norm(double max_norm);
 
-  /// The optimizer step (only on a sync step). Collective.
+  /// The optimizer step (only on a sync step). With fp16 the gradients are
+  /// unscaled first and, if any rank found inf/nan, every rank skips the step
+  /// and the scale backs off. Collective.
   void step();
   void zero_grad();
 
@@ -162,6 +174,9 @@ class Accelerator {
   std::shared_ptr<Communicator> comm_;
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  PrecisionPolicy precision_;
+  std::unique_ptr<GradScaler> scaler_;
+  std::unique_ptr<ActivationCheckpointing> checkpointing_;
   std::shared_ptr<torch::nn::Module> model_;
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   int64_t micro_step_ = 0;

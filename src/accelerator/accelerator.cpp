@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "mpiaccel/activation_checkpointing.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
 
@@ -32,11 +33,23 @@ Accelerator::Accelerator(Runtime& runtime, Config config)
   }
   all_ok(*comm_, device_problem.empty(), device_problem);
   strategy_ = make_strategy(config_, comm_);
+  precision_ = PrecisionPolicy::from_config(config_.distributed);
+  MPIACCEL_CHECK(!(precision_.needs_grad_scaler() && config_.distributed.strategy == "zero" &&
+                   config_.zero.stage < 3),
+                 "fp16 with ZeRO stage 1/2 is not supported yet (its sharded gradients are "
+                 "attached inside the step, after loss unscaling): use bf16, or ZeRO stage 3 / fsdp");
+  GradScalerOptions scaler_options;
+  scaler_options.enabled = precision_.needs_grad_scaler();
+  scaler_ = std::make_unique<GradScaler>(scaler_options, comm_,
+                                         comm_->backend() == "nccl" ? device() : "cpu");
   log_debug("accelerator: strategy " + strategy_->name() + " over " +
             std::to_string(comm_->size()) + " rank(s), device " + device());
 }
 
-Accelerator::~Accelerator() = default;
+Accelerator::~Accelerator() {
+  // The interceptor must leave the model before it is destroyed.
+  if (checkpointing_ && model_) disable_activation_checkpointing(*model_, *checkpointing_);
+}
 
 int Accelerator::rank() const { return comm_->rank(); }
 int Accelerator::world_size() const { return comm_->size(); }
@@ -56,7 +69,12 @@ void Accelerator::prepare(std::shared_ptr<torch::nn::Module> model,
   // built over the same tensors, follows the move.
   if (device() != "cpu") model_->to(at::Device(device()));
   strategy_->prepare(model_, optimizer_);
+  // After the strategy: it wraps FSDP's interceptor, so recomputation happens
+  // with the unit's parameters gathered.
+  checkpointing_ = enable_activation_checkpointing(*model_, config_);
 }
+
+AutocastGuard Accelerator::autocast() const { return AutocastGuard(device(), precision_.param_dtype); }
 
 DistributedLoader Accelerator::make_loader(std::shared_ptr<const Dataset> dataset,
                                            int64_t batch_size, bool shuffle) const {
@@ -92,15 +110,17 @@ Accelerator::NoSyncGuard Accelerator::no_sync() { return NoSyncGuard(*strategy_)
 void Accelerator::backward(const at::Tensor& loss) {
   MPIACCEL_CHECK(model_, "Accelerator::backward before prepare()");
   const auto steps = config_.train.grad_accum_steps;
+  auto scaled = scaler_->scale(loss);
   if (steps > 1)
-    (loss / static_cast<double>(steps)).backward();
+    (scaled / static_cast<double>(steps)).backward();
   else
-    loss.backward();
+    scaled.backward();
   strategy_->after_backward();
 }
 
 double Accelerator::clip_grad_norm(double max_norm) {
   if (!sync_gradients_) return 0.0;
+  if (scaler_->enabled() && !scaler_->unscaled()) scaler_->unscale_(optimizer_grads(*optimizer_));
   double norm = strategy_->grad_norm();
   // torch.nn.utils.clip_grad_norm_: scale only when over the limit, with the
   // same 1e-6 guard against a zero norm.
@@ -110,7 +130,14 @@ double Accelerator::clip_grad_norm(double max_norm) {
 }
 
 void Accelerator::step() {
-  if (sync_gradients_) strategy_->step(*optimizer_);
+  if (!sync_gradients_) return;
+  if (!scaler_->enabled()) {
+    strategy_->step(*optimizer_);
+    return;
+  }
+  if (!scaler_->unscaled()) scaler_->unscale_(optimizer_grads(*optimizer_));
+  scaler_->step([&] { strategy_->step(*optimizer_); });
+  scaler_->update();
 }
 
 void Accelerator::zero_grad() {

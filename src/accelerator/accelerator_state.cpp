@@ -53,6 +53,7 @@ std::string Accelerator::save_state(int64_t step, const std::map<std::string, st
   meta.strategy = strategy_->name();
   meta.config_text = config_.to_ini();
   meta.trainer = trainer;
+  for (const auto& [key, value] : scaler_->state()) meta.trainer["grad_scaler." + key] = value;
   meta.rng_state = cpu_rng_state();
   return checkpointer_->save(strategy_->state_dict(*optimizer_), step, meta);
 }
@@ -66,6 +67,10 @@ CheckpointMeta Accelerator::load_state(const std::string& path_or_dir) {
   auto targets = strategy_->load_targets(*optimizer_);
   auto meta = checkpointer_->load(path_or_dir, targets);
   strategy_->finish_load(*optimizer_);
+  std::map<std::string, std::string> scaler_state;
+  for (const auto& [key, value] : meta.trainer)
+    if (key.rfind("grad_scaler.", 0) == 0) scaler_state[key.substr(12)] = value;
+  if (!scaler_state.empty()) scaler_->load_state(scaler_state);
   if (meta.world_size == world_size() && !meta.rng_state.empty()) {
     set_cpu_rng_state(meta.rng_state);
   } else {

@@ -82,9 +82,12 @@ void DdpStrategy::step(torch::optim::Optimizer& optimizer) {
 
 void DdpStrategy::zero_grad(torch::optim::Optimizer& optimizer) {
   require_prepared("zero_grad()");
-  // In place, once per gradient: bucket views stay bound to param.grad. Like
-  // PyTorch's optimizer.zero_grad(), this covers the optimizer's parameters.
-  for (const auto& group : optimizer.param_groups()) zero_local_grads(group.params());
+  // In place, once per gradient: bucket views stay bound to param.grad.
+  reducer_->zero_grad();
+  // Optimizer parameters outside the reducer (frozen in the model) too.
+  for (const auto& group : optimizer.param_groups())
+    for (const auto& p : group.params())
+      if (!reducer_->manages(p)) zero_local_grads({p});
 }
 
 ShardedStateDict DdpStrategy::state_dict(torch::optim::Optimizer& optimizer) {

@@ -54,6 +54,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   MPIACCEL_CHECK(names_.size() == params_.size(), "DDP reducer: one name per parameter needed");
   MPIACCEL_CHECK(!params_.empty(), "DDP reducer: the model has no parameter that requires grad");
   const size_t n = params_.size();
+  for (const at::Tensor& p : params_) param_impls_.insert(p.unsafeGetTensorImpl());
   infos_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const at::Tensor& p = params_[i];
@@ -356,6 +357,18 @@ void Reducer::rebuild_buckets() {
   // With bucket views, param.grad points into the old buckets: build_buckets
   // copies it into the new views and rebinds.
   build_buckets(assignment);
+}
+
+void Reducer::zero_grad() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (at::Tensor& p : params_) {
+    const at::Tensor& grad = p.grad();
+    if (grad.defined()) grad.detach().zero_();
+  }
+}
+
+bool Reducer::manages(const at::Tensor& param) const {
+  return param_impls_.count(param.unsafeGetTensorImpl()) != 0;
 }
 
 std::vector<std::vector<size_t>> Reducer::bucket_assignment() const {

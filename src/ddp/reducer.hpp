@@ -41,6 +41,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "ddp/bucket_layout.hpp"
@@ -90,6 +91,12 @@ class Reducer {
   /// this rank still joins the other ranks' all-reduces. Collective.
   void after_backward();
 
+  /// Zeroes every gradient of the reducer's parameters in place (bucket
+  /// views stay bound to param.grad).
+  void zero_grad();
+  /// True if `param` is one of the reducer's parameters.
+  bool manages(const at::Tensor& param) const;
+
   // --- introspection (tests, benchmarks, memory accounting)
   /// Parameter indices per bucket, in launch order.
   std::vector<std::vector<size_t>> bucket_assignment() const;
@@ -130,6 +137,7 @@ class Reducer {
   std::string missing_message() const;
 
   std::vector<at::Tensor> params_;
+  std::unordered_set<const void*> param_impls_;  // for manages()
   std::vector<std::string> names_;
   std::shared_ptr<Communicator> comm_;
   ReducerOptions options_;

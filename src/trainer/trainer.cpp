@@ -174,6 +174,7 @@ TrainResult train(Accelerator& acc) {
       {
         detail::set_activity(at_step(step + 1, "forward"));
         detail::TraceScope span("forward");
+        auto autocast = acc.autocast();
         loss = model->loss(model->forward(batch.input), batch.target);
       }
       {

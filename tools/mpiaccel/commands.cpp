@@ -7,9 +7,15 @@ namespace mpiaccel::tool {
 // One declaration per subcommand file.
 extern const Command kEnvCommand;
 extern const Command kTrainCommand;
+extern const Command kCkptCommand;
+extern const Command kConfigCommand;
+extern const Command kLaunchCommand;
+extern const Command kPlotCommand;
+extern const Command kEstimateMemoryCommand;
 
 const std::vector<Command>& commands() {
-  static const std::vector<Command> all = {kEnvCommand, kTrainCommand};
+  static const std::vector<Command> all = {kEnvCommand,    kConfigCommand, kLaunchCommand,
+                                            kTrainCommand, kCkptCommand,   kPlotCommand, kEstimateMemoryCommand};
   return all;
 }
 

@@ -1,0 +1,118 @@
+#pragma once
+// Per-rank memory estimates for `mpiaccel estimate-memory` (docs/memory.md):
+// parameters, gradients, optimizer state, FSDP's gathered units and
+// activations, for each strategy and precision, from the ZeRO paper's model
+// (Rajbhandari et al., SC'20) and Korthikanti et al. (2022) for transformer
+// activations. Ψ = parameter elements, N = ranks.
+//
+//   bytes per parameter           p (params)  g (grads)  K (optimizer)
+//   fp32                              4           4       slots·4
+//   bf16 / fp16 (mixed precision)     2           2       4 + slots·4   (fp32 master + slots)
+//   slots: AdamW 2 (exp_avg, exp_avg_sq), SGD with momentum 1, SGD 0.
+//   AdamW in mixed precision: K = 12, the paper's constant.
+//
+//   strategy       params        grads               optimizer
+//   ddp            pΨ            gΨ (+gΨ buckets¹)   KΨ
+//   zero1          pΨ            gΨ                  KΨ/N
+//   zero2          pΨ            gΨ/N                KΨ/N
+//   zero3 / fsdp   pΨ/N + pR²    gΨ/N                KΨ/N     + gathered 2·pU³
+//   ¹ DDP's flat buckets are a second copy unless gradient_as_bucket_view.
+//   ² R: parameters outside every unit (embeddings, final norm), which FSDP
+//     keeps gathered. ³ U: the largest unit, gathered while it runs, plus the
+//     next one prefetched.
+// Offload moves the fp32 state to host memory: zero1/zero2 + offload keep the
+// optimizer state, an fp32 master and an fp32 gradient shard on the host
+// ((8 + slots·4)Ψ/N); fsdp + offload keeps the parameter, gradient and
+// optimizer shards there ((8 + slots·4)Ψ/N), the device only R and the
+// gathered units.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mpiaccel/config.hpp"
+#include "mpiaccel/models.hpp"
+
+namespace mpiaccel {
+
+/// The parameter counts the estimate needs, for one model.
+struct ModelFootprint {
+  std::string kind;                 ///< gpt | mlp | cnn
+  int64_t params = 0;               ///< Ψ (the tied GPT head counted once)
+  int64_t largest_unit_params = 0;  ///< U: the biggest unit (DecoderLayer, MlpBlock); 0 without units
+  int64_t root_params = 0;          ///< R: parameters in no unit
+  int64_t units = 0;                ///< number of units
+};
+
+/// The footprint of a bundled model in closed form (no model is built, so
+/// any size can be asked). Throws Error for an unknown kind.
+ModelFootprint model_footprint(const std::string& kind, const ModelSpec& spec);
+/// The footprint counted from a built model: units are the modules whose
+/// Module::name() is one of `unit_classes`. Exact; what the closed form is
+/// tested against.
+ModelFootprint count_footprint(Model& model, const std::vector<std::string>& unit_classes);
+
+/// Estimated bytes of activations kept for backward for one micro-batch of
+/// `batch` samples, each activation of `element_bytes` (4 fp32, 2 bf16/fp16).
+/// GPT, per layer (Korthikanti et al., eq. 2, scaled from their 2-byte
+/// activations): (34·B·T·C + 5·B·H·T²)·element_bytes/2, plus the head
+/// 4·B·T·C·element_bytes/2 + 4·B·T·V (fp32 log-probabilities). With
+/// checkpointing: each layer's input B·T·C·element_bytes, plus one layer
+/// recomputed, plus the head. MLP and CNN: the tensors their layers save.
+int64_t activation_bytes(const std::string& kind, const ModelSpec& spec, int64_t batch,
+                         int64_t element_bytes, bool checkpointing);
+
+/// Optimizer state slots per parameter (fp32 tensors of its shape).
+int64_t optimizer_slots(const OptimizerConfig& optimizer);
+
+/// One row of the estimate, bytes per rank.
+struct MemoryEstimate {
+  std::string strategy;       ///< ddp | zero1 | zero2 | fsdp (= zero3)
+  bool offload = false;
+  std::string precision;      ///< fp32 | bf16 | fp16
+  int world_size = 1;
+  int64_t param_bytes = 0;      ///< device: parameters resident between steps
+  int64_t grad_bytes = 0;       ///< device
+  int64_t optimizer_bytes = 0;  ///< device (incl. the fp32 master in mixed precision)
+  int64_t gathered_bytes = 0;   ///< device, transient: FSDP's gathered units
+  int64_t activation_bytes = 0; ///< device, per micro-batch
+  int64_t host_bytes = 0;       ///< offloaded to host memory
+
+  /// Model states resident on the device (params + grads + optimizer).
+  int64_t model_state_bytes() const { return param_bytes + grad_bytes + optimizer_bytes; }
+  /// The device's peak estimate: model states + gathered + activations.
+  int64_t device_peak_bytes() const { return model_state_bytes() + gathered_bytes + activation_bytes; }
+};
+
+/// What else a row depends on.
+struct EstimateSettings {
+  int world_size = 1;
+  int64_t optimizer_slots = 2;           ///< AdamW
+  bool gradient_as_bucket_view = false;  ///< [ddp]
+  int64_t batch_size = 8;                ///< per rank, per micro-step
+  bool activation_checkpointing = false;
+};
+
+/// One strategy ("ddp", "zero1", "zero2", "zero3", "fsdp") at one precision
+/// ("fp32"/"no", "bf16", "fp16"). The function the FSDP/ZeRO accounting tests
+/// compare their measured Strategy::memory() with. Throws Error for an
+/// unknown strategy or precision, or offload with ddp.
+MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spec,
+                               const std::string& strategy, bool offload,
+                               const std::string& precision, const EstimateSettings& settings);
+
+/// The estimate of `config`'s model ([train] model, [model], [train]
+/// seq_len/batch_size, [optimizer], [ddp], [fsdp] activation_checkpointing)
+/// on `world_size` ranks: every strategy, with and without offload, at fp32,
+/// bf16 and fp16.
+std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size);
+
+/// The rows as a table like `accelerate estimate-memory` (sizes in KiB, MiB
+/// or GiB), with a header naming the model and Ψ.
+std::string format_estimate_table(const Config& config, const ModelFootprint& model,
+                                  const std::vector<MemoryEstimate>& rows);
+/// The same as one JSON object: {"model": {...}, "world_size": N, "rows": [...]}, bytes exact.
+std::string format_estimate_json(const Config& config, const ModelFootprint& model,
+                                 const std::vector<MemoryEstimate>& rows);
+
+}  // namespace mpiaccel

@@ -1,0 +1,135 @@
+// Parameter counts (closed form and counted) and activation estimates of the
+// bundled models. The closed forms mirror src/models/*.cpp layer by layer;
+// tests/unit/test_estimate.cpp checks them against count_footprint.
+
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/estimate.hpp"
+
+namespace mpiaccel {
+namespace {
+
+constexpr int64_t kPixels = 28 * 28;
+constexpr int64_t kClasses = 10;
+constexpr int64_t kFp32 = 4;
+
+int64_t linear(int64_t in, int64_t out) { return in * out + out; }
+
+// Per DecoderLayer: ln_1, qkv, proj, ln_2, fc, proj = 12C² + 13C.
+int64_t decoder_layer(int64_t c) { return 2 * c + linear(c, 3 * c) + linear(c, c) + 2 * c + linear(c, 4 * c) + linear(4 * c, c); }
+
+// Korthikanti et al. 2022, eq. (2) without tensor or sequence parallelism:
+// s·b·h·(34 + 5·a·s/h) bytes for 2-byte activations and 1-byte dropout masks.
+int64_t gpt_layer_activations(const ModelSpec& spec, int64_t batch, int64_t element_bytes) {
+  const int64_t b = batch, t = spec.block_size, c = spec.n_embd, h = spec.n_head;
+  return (34 * b * t * c + 5 * b * h * t * t) * element_bytes / 2;
+}
+
+}  // namespace
+
+ModelFootprint model_footprint(const std::string& kind, const ModelSpec& spec) {
+  ModelFootprint out;
+  out.kind = kind;
+  if (kind == "gpt") {
+    const int64_t c = spec.n_embd;
+    out.units = spec.n_layer;
+    out.largest_unit_params = decoder_layer(c);
+    // wte (tied with the head), wpe, ln_f.
+    out.root_params = spec.vocab_size * c + spec.block_size * c + 2 * c;
+    out.params = out.root_params + spec.n_layer * out.largest_unit_params;
+  } else if (kind == "mlp") {
+    out.units = spec.mlp_layers;
+    int64_t in = kPixels;
+    for (int64_t i = 0; i < spec.mlp_layers; ++i) {
+      const int64_t block = linear(in, spec.hidden_size);
+      out.largest_unit_params = std::max(out.largest_unit_params, block);
+      out.params += block;
+      in = spec.hidden_size;
+    }
+    out.root_params = linear(spec.hidden_size, kClasses);
+    out.params += out.root_params;
+  } else if (kind == "cnn") {
+    // No units: FSDP treats the whole model as its root.
+    out.params = (1 * 32 * 9 + 32) + (32 * 64 * 9 + 64) + linear(64 * 7 * 7, spec.hidden_size) +
+                 linear(spec.hidden_size, kClasses);
+    out.root_params = out.params;
+  } else {
+    MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, mlp, cnn");
+  }
+  return out;
+}
+
+ModelFootprint count_footprint(Model& model, const std::vector<std::string>& unit_classes) {
+  ModelFootprint out;
+  out.kind = model.kind();
+  std::unordered_set<const void*> in_units, all;
+  // Outermost matching modules only: a unit inside a unit belongs to the outer.
+  std::vector<std::shared_ptr<torch::nn::Module>> pending = model.module().children();
+  while (!pending.empty()) {
+    std::shared_ptr<torch::nn::Module> m = pending.back();
+    pending.pop_back();
+    if (std::find(unit_classes.begin(), unit_classes.end(), m->name()) == unit_classes.end()) {
+      for (const auto& child : m->children()) pending.push_back(child);
+      continue;
+    }
+    int64_t count = 0;
+    for (const at::Tensor& p : m->parameters(/*recurse=*/true))
+      if (in_units.insert(p.unsafeGetTensorImpl()).second) count += p.numel();
+    out.largest_unit_params = std::max(out.largest_unit_params, count);
+    ++out.units;
+  }
+  for (const at::Tensor& p : model.module().parameters(/*recurse=*/true)) {
+    if (!all.insert(p.unsafeGetTensorImpl()).second) continue;
+    out.params += p.numel();
+    if (!in_units.count(p.unsafeGetTensorImpl())) out.root_params += p.numel();
+  }
+  return out;
+}
+
+int64_t activation_bytes(const std::string& kind, const ModelSpec& spec, int64_t batch, int64_t element_bytes,
+                         bool checkpointing) {
+  MPIACCEL_CHECK(batch >= 1 && (element_bytes == 2 || element_bytes == 4),
+                 "activation_bytes: batch must be positive and element_bytes 2 or 4");
+  const int64_t a = element_bytes;
+  const int64_t b = batch;
+  if (kind == "gpt") {
+    const int64_t t = spec.block_size, c = spec.n_embd;
+    const int64_t layer = gpt_layer_activations(spec, b, a);
+    // Final norm and head input (4·s·b·h at 2 bytes) and the fp32 log-softmax
+    // of the loss (4·s·b·v).
+    const int64_t head = 4 * b * t * c * a / 2 + kFp32 * b * t * spec.vocab_size;
+    if (!checkpointing) return spec.n_layer * layer + head;
+    return spec.n_layer * b * t * c * a + layer + head;
+  }
+  if (kind == "mlp") {
+    const int64_t h = spec.hidden_size;
+    int64_t kept = 0, inputs = 0, largest = 0, in = kPixels;
+    for (int64_t i = 0; i < spec.mlp_layers; ++i) {
+      // Linear input, GELU input, dropout output (+ its mask: LibTorch's CPU
+      // dropout keeps a mask of the activation's dtype).
+      const int64_t block = b * (in + 2 * h) * a + (spec.dropout > 0 ? b * h * a : 0);
+      kept += block;
+      inputs += b * in * a;
+      largest = std::max(largest, block);
+      in = h;
+    }
+    const int64_t head = b * h * a + kFp32 * b * kClasses;
+    return (checkpointing ? inputs + largest : kept) + head;
+  }
+  if (kind == "cnn") {
+    const int64_t h = spec.hidden_size;
+    constexpr int64_t kIndex = 8;  // max_pool2d's int64 indices
+    return b * kPixels * a + b * 32 * kPixels * a + b * 32 * 196 * kIndex + b * 32 * 196 * a +
+           b * 64 * 196 * a + b * 64 * 49 * kIndex + b * 64 * 49 * a + b * h * a +
+           (spec.dropout > 0 ? b * h * a : 0) + b * h * a + kFp32 * b * kClasses;
+  }
+  MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, mlp, cnn");
+}
+
+}  // namespace mpiaccel

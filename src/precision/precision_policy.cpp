@@ -1,0 +1,75 @@
+// [distributed] mixed_precision and its dtype overrides → PrecisionPolicy.
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/precision.hpp"
+
+namespace mpiaccel {
+namespace {
+
+// An override of one dtype: "auto" keeps what mixed_precision chose.
+at::ScalarType resolve(const std::string& key, const std::string& value, at::ScalarType chosen) {
+  if (value.empty() || value == "auto") return chosen;
+  try {
+    return parse_precision_dtype(value);
+  } catch (const Error&) {
+    MPIACCEL_THROW("[distributed] " + key + " = '" + value + "' is not a dtype; accepted: auto, fp32, bf16, fp16");
+  }
+}
+
+}  // namespace
+
+std::string precision_dtype_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "fp32";
+    case at::kBFloat16: return "bf16";
+    case at::kHalf: return "fp16";
+    default: return c10::toString(dtype);
+  }
+}
+
+at::ScalarType parse_precision_dtype(const std::string& name) {
+  if (name == "fp32" || name == "float32" || name == "float") return at::kFloat;
+  if (name == "bf16" || name == "bfloat16") return at::kBFloat16;
+  if (name == "fp16" || name == "float16" || name == "half") return at::kHalf;
+  MPIACCEL_THROW("dtype '" + name + "' is unknown; accepted: fp32, bf16, fp16");
+}
+
+PrecisionPolicy PrecisionPolicy::from_config(const DistributedConfig& config) {
+  PrecisionPolicy policy;
+  policy.mixed_precision = config.mixed_precision;
+  at::ScalarType base = at::kFloat;
+  if (config.mixed_precision == "bf16") {
+    base = at::kBFloat16;
+  } else if (config.mixed_precision == "fp16") {
+    base = at::kHalf;
+  } else {
+    MPIACCEL_CHECK(config.mixed_precision == "no" || config.mixed_precision.empty(),
+                   "[distributed] mixed_precision = '" + config.mixed_precision +
+                       "' is unknown; accepted: no, bf16, fp16");
+  }
+  // Like Accelerate's FSDP plugin: one mixed_precision value sets all three.
+  policy.param_dtype = resolve("param_dtype", config.param_dtype, base);
+  policy.reduce_dtype = resolve("reduce_dtype", config.reduce_dtype, base);
+  policy.buffer_dtype = resolve("buffer_dtype", config.buffer_dtype, base);
+  return policy;
+}
+
+std::string PrecisionPolicy::describe() const {
+  return "param=" + precision_dtype_name(param_dtype) + " reduce=" + precision_dtype_name(reduce_dtype) +
+         " buffer=" + precision_dtype_name(buffer_dtype);
+}
+
+std::pair<double, double> gradient_divide_factors(int world_size) {
+  MPIACCEL_CHECK(world_size >= 1, "gradient_divide_factors: world size must be at least 1");
+  // FSDP1's _get_gradient_predivide_factor: the largest power of two f with
+  // world % f == 0 and f < world / f, i.e. about sqrt(world).
+  int first = 1;
+  while (world_size % first == 0 && world_size / first > first) first *= 2;
+  return {double(first), double(world_size) / double(first)};
+}
+
+}  // namespace mpiaccel

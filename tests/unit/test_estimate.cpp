@@ -1,0 +1,190 @@
+// ctest: links mpiaccel_estimate; timeout 120
+// estimate-memory's formulas: the closed-form parameter counts against the
+// built models, the ZeRO paper's own worked example (Ψ = 7.5 B, N = 64,
+// K = 12: 120 / 31.4 / 16.6 / 1.9 GB), fp32 model states, offload, FSDP's
+// gathered and resident terms, and the activation terms.
+#define BOOST_TEST_MODULE estimate
+#include <boost/test/unit_test.hpp>
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/estimate.hpp"
+#include "mpiaccel/models.hpp"
+
+using namespace mpiaccel;
+
+namespace {
+
+ModelSpec gpt(int64_t layers, int64_t embd, int64_t heads, int64_t block) {
+  ModelSpec s;
+  s.n_layer = layers;
+  s.n_embd = embd;
+  s.n_head = heads;
+  s.block_size = block;
+  return s;
+}
+
+void expect_counts_match(const std::string& kind, const ModelSpec& spec, const std::vector<std::string>& units) {
+  const ModelFootprint closed = model_footprint(kind, spec);
+  std::shared_ptr<Model> model = make_model(kind, spec);
+  const ModelFootprint counted = count_footprint(*model, units);
+  BOOST_TEST(closed.params == counted.params, kind);
+  BOOST_TEST(closed.params == parameter_count(*model), kind);
+  BOOST_TEST(closed.largest_unit_params == counted.largest_unit_params, kind);
+  BOOST_TEST(closed.root_params == counted.root_params, kind);
+  BOOST_TEST(closed.units == counted.units, kind);
+}
+
+// A model of exactly `psi` parameters, all inside units (no FSDP root).
+ModelFootprint bare(int64_t psi) {
+  ModelFootprint m;
+  m.kind = "gpt";
+  m.params = psi;
+  m.units = 0;
+  return m;
+}
+
+EstimateSettings on(int world, bool bucket_view = true) {
+  EstimateSettings s;
+  s.world_size = world;
+  s.gradient_as_bucket_view = bucket_view;
+  return s;
+}
+
+int64_t states(const MemoryEstimate& r) { return r.model_state_bytes(); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(closed_forms_equal_the_built_models) {
+  expect_counts_match("gpt", gpt(4, 128, 4, 128), {"DecoderLayer"});
+  expect_counts_match("gpt", gpt(1, 48, 3, 7), {"DecoderLayer"});
+  ModelSpec mlp;
+  mlp.hidden_size = 100;
+  mlp.mlp_layers = 3;
+  expect_counts_match("mlp", mlp, {"MlpBlock"});
+  mlp.hidden_size = 1000;  // now the later blocks (H² + H) outgrow the first (785·H)
+  expect_counts_match("mlp", mlp, {"MlpBlock"});
+  expect_counts_match("cnn", mlp, {});
+  // GPT: V·C + T·C + L·(12C² + 13C) + 2C.
+  const ModelFootprint f = model_footprint("gpt", gpt(4, 128, 4, 128));
+  BOOST_TEST(f.params == 256 * 128 + 128 * 128 + 4 * (12 * 128 * 128 + 13 * 128) + 2 * 128);
+  BOOST_CHECK_THROW(model_footprint("resnet", mlp), Error);
+}
+
+BOOST_AUTO_TEST_CASE(zero_paper_worked_example) {
+  // SC'20 Fig. 1: Ψ = 7.5 B, N = 64, mixed-precision Adam (K = 12).
+  const ModelFootprint m = bare(7'500'000'000);
+  const ModelSpec spec = gpt(1, 64, 1, 1);
+  const double gb = 1e9;
+  const auto bf16 = [&](const char* strategy) { return estimate_memory(m, spec, strategy, false, "bf16", on(64)); };
+  BOOST_TEST(states(bf16("ddp")) / gb == 120.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(states(bf16("zero1")) / gb == 31.40625, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(states(bf16("zero2")) / gb == 16.640625, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(states(bf16("zero3")) / gb == 1.875, boost::test_tools::tolerance(1e-12));
+  // The terms: params 2Ψ, grads 2Ψ, K = 4 (fp32 master) + 8 (Adam).
+  const MemoryEstimate ddp = bf16("ddp");
+  BOOST_TEST(ddp.param_bytes == 2 * m.params);
+  BOOST_TEST(ddp.grad_bytes == 2 * m.params);
+  BOOST_TEST(ddp.optimizer_bytes == 12 * m.params);
+  // fp16 costs what bf16 does.
+  BOOST_TEST(states(estimate_memory(m, spec, "zero2", false, "fp16", on(64))) == states(bf16("zero2")));
+}
+
+BOOST_AUTO_TEST_CASE(fp32_model_states) {
+  const int64_t psi = 1'000'000;
+  const int n = 4;
+  const ModelFootprint m = bare(psi);
+  const ModelSpec spec = gpt(1, 64, 1, 1);
+  const auto fp32 = [&](const char* strategy) { return estimate_memory(m, spec, strategy, false, "no", on(n)); };
+  BOOST_TEST(states(fp32("ddp")) == 16 * psi);                   // 4 + 4 + 8
+  BOOST_TEST(states(fp32("zero1")) == 8 * psi + 8 * psi / n);    // params, grads; Adam sharded
+  BOOST_TEST(states(fp32("zero2")) == 4 * psi + 12 * psi / n);
+  BOOST_TEST(states(fp32("fsdp")) == 16 * psi / n);
+  BOOST_TEST(fp32("fsdp").precision == "fp32");
+  // DDP's flat buckets are a second copy of the gradients unless they are the .grad.
+  BOOST_TEST(estimate_memory(m, spec, "ddp", false, "fp32", on(n, false)).grad_bytes == 8 * psi);
+  // SGD without momentum has no state; with momentum one slot.
+  EstimateSettings sgd = on(n);
+  sgd.optimizer_slots = 0;
+  BOOST_TEST(estimate_memory(m, spec, "ddp", false, "fp32", sgd).optimizer_bytes == 0);
+  BOOST_TEST(estimate_memory(m, spec, "ddp", false, "bf16", sgd).optimizer_bytes == 4 * psi);  // master only
+  OptimizerConfig opt;
+  opt.name = "sgd";
+  opt.momentum = 0.9;
+  BOOST_TEST(optimizer_slots(opt) == 1);
+  opt.name = "adamw";
+  BOOST_TEST(optimizer_slots(opt) == 2);
+  BOOST_CHECK_THROW(estimate_memory(m, spec, "pipeline", false, "fp32", on(n)), Error);
+  BOOST_CHECK_THROW(estimate_memory(m, spec, "ddp", false, "fp8", on(n)), Error);
+  BOOST_CHECK_THROW(estimate_memory(m, spec, "ddp", true, "fp32", on(n)), Error);
+}
+
+BOOST_AUTO_TEST_CASE(fsdp_resident_root_gathered_units_and_offload) {
+  const ModelSpec spec = gpt(4, 128, 4, 128);
+  const ModelFootprint m = model_footprint("gpt", spec);
+  const int n = 3;  // uneven shards round up
+  const MemoryEstimate fsdp = estimate_memory(m, spec, "fsdp", false, "fp32", on(n));
+  BOOST_TEST(fsdp.param_bytes == (m.params + n - 1) / n * 4 + 4 * m.root_params);
+  BOOST_TEST(fsdp.gathered_bytes == 2 * 4 * m.largest_unit_params);  // running + prefetched
+  const MemoryEstimate bf16 = estimate_memory(m, spec, "fsdp", false, "bf16", on(n));
+  BOOST_TEST(bf16.gathered_bytes == 2 * 2 * m.largest_unit_params);
+  // Offload: the shards and the optimizer leave the device.
+  const MemoryEstimate off = estimate_memory(m, spec, "fsdp", true, "fp32", on(n));
+  BOOST_TEST(off.grad_bytes == 0);
+  BOOST_TEST(off.optimizer_bytes == 0);
+  BOOST_TEST(off.param_bytes == 4 * m.root_params);
+  BOOST_TEST(off.host_bytes >= 16 * m.params / n);
+  const MemoryEstimate z2 = estimate_memory(m, spec, "zero2", true, "bf16", on(n));
+  BOOST_TEST(z2.optimizer_bytes == 0);
+  BOOST_TEST(z2.host_bytes == (m.params + n - 1) / n * 16);  // master, grad, m, v in fp32
+  BOOST_TEST(z2.param_bytes == 2 * m.params);
+}
+
+BOOST_AUTO_TEST_CASE(activation_terms) {
+  const ModelSpec spec = gpt(4, 128, 4, 128);
+  const int64_t b = 8, t = 128, c = 128, h = 4, v = 256;
+  // Korthikanti et al.: s·b·h·(34 + 5·a·s/h) per layer at 2 bytes.
+  const int64_t layer = 34 * b * t * c + 5 * b * h * t * t;
+  const int64_t head = 4 * b * t * c + 4 * b * t * v;
+  BOOST_TEST(activation_bytes("gpt", spec, b, 2, false) == 4 * layer + head);
+  // fp32 doubles the 2-byte terms; the fp32 log-probabilities stay.
+  BOOST_TEST(activation_bytes("gpt", spec, b, 4, false) == 2 * 4 * layer + 2 * 4 * b * t * c + 4 * b * t * v);
+  // Checkpointing: each layer's input plus one layer being recomputed.
+  BOOST_TEST(activation_bytes("gpt", spec, b, 2, true) == 4 * b * t * c * 2 + layer + head);
+  BOOST_TEST(activation_bytes("gpt", spec, b, 2, true) < activation_bytes("gpt", spec, b, 2, false) / 2);
+  // Linear in the batch.
+  BOOST_TEST(activation_bytes("gpt", spec, 2 * b, 4, false) == 2 * activation_bytes("gpt", spec, b, 4, false));
+  ModelSpec mlp;
+  mlp.hidden_size = 256;
+  mlp.mlp_layers = 3;
+  BOOST_TEST(activation_bytes("mlp", mlp, 32, 4, true) < activation_bytes("mlp", mlp, 32, 4, false));
+  BOOST_TEST(activation_bytes("cnn", mlp, 32, 4, false) > 0);
+  BOOST_CHECK_THROW(activation_bytes("gpt", spec, 0, 4, false), Error);
+}
+
+BOOST_AUTO_TEST_CASE(all_rows_of_a_config) {
+  Config config;
+  config.train.model = "gpt";
+  config.train.batch_size = 4;
+  const std::vector<MemoryEstimate> rows = estimate_all(config, 8);
+  BOOST_TEST(rows.size() == 21u);  // (4 strategies + 3 offloaded) × 3 precisions
+  for (const MemoryEstimate& r : rows) {
+    BOOST_TEST(r.world_size == 8);
+    BOOST_TEST(r.activation_bytes > 0);
+    BOOST_TEST(r.device_peak_bytes() == r.param_bytes + r.grad_bytes + r.optimizer_bytes + r.gathered_bytes +
+                                            r.activation_bytes);
+  }
+  const ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
+  const ModelFootprint m = model_footprint("gpt", spec);
+  const std::string table = format_estimate_table(config, m, rows);
+  BOOST_TEST(table.find("fsdp/zero3+offload") != std::string::npos);
+  BOOST_TEST(table.find("device peak") != std::string::npos);
+  const std::string json = format_estimate_json(config, m, rows);
+  BOOST_TEST(json.find("\"params\": " + std::to_string(m.params)) != std::string::npos);
+  config.fsdp.activation_checkpointing = true;
+  BOOST_TEST(estimate_all(config, 8)[0].activation_bytes < rows[0].activation_bytes);
+}

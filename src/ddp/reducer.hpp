@@ -44,6 +44,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "state/grad_ready_hooks.hpp"
 #include "ddp/bucket_layout.hpp"
 #include "mpiaccel/comm.hpp"
 
@@ -142,8 +143,7 @@ class Reducer {
   std::shared_ptr<Communicator> comm_;
   ReducerOptions options_;
   std::vector<GradInfo> infos_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
-  std::vector<uintptr_t> hook_keys_;
+  std::unique_ptr<GradReadyHooks> hooks_;
   at::Tensor inverse_world_;  // 0-d double: 1 / world size
 
   mutable std::mutex mutex_;

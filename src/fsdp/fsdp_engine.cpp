@@ -8,7 +8,6 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/nn/module.h>
 
@@ -51,25 +50,19 @@ FsdpEngine::FsdpEngine(std::vector<FsdpUnit> units, std::vector<FsdpParam> param
   used_.assign(params_.size(), 0);
   next_in_forward_.assign(units_.size(), -1);
 
-  for (size_t i = 0; i < params_.size(); ++i) {
-    // The parameter holds its accumulator only weakly: keep it alive, or the
-    // hook would vanish with an accumulator rebuilt on the next forward.
-    accumulators_.push_back(torch::autograd::impl::grad_accumulator(params_[i].full));
-    MPIACCEL_CHECK(accumulators_.back(),
-                   "FSDP: no gradient accumulator for " + params_[i].name);
-    hook_keys_.push_back(accumulators_.back()->add_post_hook(
-        std::make_unique<torch::autograd::utils::LambdaPostHook>(
-            [this, i](const torch::autograd::variable_list& outputs,
-                      const torch::autograd::variable_list& /*inputs*/) {
-              on_grad_ready(i);
-              return outputs;
-            })));
+  std::vector<at::Tensor> full_params;
+  std::vector<std::string> names;
+  for (const auto& p : params_) {
+    full_params.push_back(p.full);
+    names.push_back(p.name);
   }
+  hooks_ = std::make_unique<GradReadyHooks>(full_params, names, "FSDP",
+                                            [this](size_t i) { on_grad_ready(i); });
 }
 
 FsdpEngine::~FsdpEngine() {
   alive_.reset();
-  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+  hooks_.reset();
   for (FsdpUnit& u : units_) {
     for (WorkHandle* work : {&u.gather_work, &u.reduce_work}) {
       if (!*work) continue;

@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "state/grad_ready_hooks.hpp"
 #include "fsdp/fsdp_unit.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/unit.hpp"
@@ -114,8 +115,7 @@ class FsdpEngine final : public UnitInterceptor {
   FsdpOptions options_;
   std::unordered_map<const torch::nn::Module*, size_t> unit_of_module_;
   std::vector<size_t> reduce_order_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
-  std::vector<uintptr_t> hook_keys_;
+  std::unique_ptr<GradReadyHooks> hooks_;
 
   mutable std::mutex mutex_;
   bool sync_ = true;

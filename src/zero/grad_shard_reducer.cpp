@@ -6,7 +6,6 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include "mpiaccel/error.hpp"
@@ -67,22 +66,12 @@ GradShardReducer::GradShardReducer(std::vector<at::Tensor> params, std::vector<s
     buckets_.push_back(std::move(bucket));
   }
 
-  for (size_t i = 0; i < n; ++i) {
-    // The variable holds its accumulator weakly: keep it alive with the hook.
-    accumulators_.push_back(torch::autograd::impl::grad_accumulator(params_[i]));
-    MPIACCEL_CHECK(accumulators_.back(), "ZeRO-2: no gradient accumulator for " + names_[i]);
-    hook_keys_.push_back(accumulators_.back()->add_post_hook(
-        std::make_unique<torch::autograd::utils::LambdaPostHook>(
-            [this, i](const torch::autograd::variable_list& outputs,
-                      const torch::autograd::variable_list& /*inputs*/) {
-              on_grad_ready(i);
-              return outputs;
-            })));
-  }
+  hooks_ = std::make_unique<GradReadyHooks>(params_, names_, "ZeRO-2",
+                                            [this](size_t i) { on_grad_ready(i); });
 }
 
 GradShardReducer::~GradShardReducer() {
-  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+  hooks_.reset();
   for (Bucket& bucket : buckets_) {
     if (!bucket.work) continue;
     try {

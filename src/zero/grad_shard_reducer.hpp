@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "state/grad_ready_hooks.hpp"
 #include "ddp/bucket_layout.hpp"
 #include "mpiaccel/comm.hpp"
 #include "zero/shard_layout.hpp"
@@ -100,8 +101,7 @@ class GradShardReducer {
   std::vector<std::string> names_;
   std::vector<ParamShard> shards_;
   std::shared_ptr<Communicator> comm_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
-  std::vector<uintptr_t> hook_keys_;
+  std::unique_ptr<GradReadyHooks> hooks_;
   at::Tensor inverse_world_;  // 0-d double: 1 / world size
 
   mutable std::mutex mutex_;

@@ -19,7 +19,7 @@ AutocastGuard::AutocastGuard(const std::string& device, at::ScalarType dtype) {
   MPIACCEL_CHECK(cuda_ || device == "cpu", "autocast: device '" + device + "' is neither cpu nor cuda[:N]");
   if (!cuda_) {
     // CPU autocast in 1.13 lowers to bf16 only, and fp16 matmuls have no CPU
-    // kernels at all ("addmm_impl_cpu_" not implemented for 'Half').
+    // kernels at all (LibTorch 1.13 has no CPU Half addmm).
     MPIACCEL_CHECK(dtype == at::kBFloat16,
                    "fp16 compute needs a CUDA device: LibTorch has no CPU fp16 kernels "
                    "(addmm); use [distributed] mixed_precision = bf16 on CPU");

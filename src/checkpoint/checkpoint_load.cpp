@@ -152,10 +152,9 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
           MPIACCEL_CHECK_HDF5(H5Dread(dset, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, dxpl,
                                       meta.rng_state.data()));  // independent
       });
-    } else if (rank == 0) {
-      log_info("checkpoint: saved by " + std::to_string(info.world_size) + " ranks, loading on " +
-               std::to_string(size) + ": per-rank RNG states are not restored");
     }
+    // Otherwise meta.rng_state stays empty: the caller decides what replaces
+    // it (the Accelerator re-derives from (seed, step, rank) and logs that).
   }
   recorded(&error, [&] {
     const herr_t rc = H5Fclose(file.release());  // collective

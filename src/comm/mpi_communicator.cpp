@@ -180,21 +180,41 @@ std::string MpiCommunicator::broadcast_bytes(const std::string& bytes, int root)
   return result;
 }
 
+namespace {
+
+// Every rank's byte count, all-gathered (not gathered) so that every rank can
+// agree on the INT_MAX check before the data moves; then the counts and
+// displacements of the byte collective. Runs on the communication thread.
+struct ByteLayout {
+  std::vector<int> counts;
+  std::vector<int> displacements;
+  int64_t total = 0;
+};
+
+ByteLayout byte_layout(MPI_Comm comm, size_t my_bytes, int size, const char* op) {
+  int64_t length = static_cast<int64_t>(my_bytes);
+  std::vector<int64_t> lengths(static_cast<size_t>(size));
+  MPIACCEL_CHECK_MPI(MPI_Allgather(&length, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, comm));
+  ByteLayout layout;
+  layout.total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  check_int_count(layout.total, op, "the total");
+  layout.counts.assign(lengths.begin(), lengths.end());
+  layout.displacements.assign(layout.counts.size(), 0);
+  std::partial_sum(layout.counts.begin(), layout.counts.end() - 1, layout.displacements.begin() + 1);
+  return layout;
+}
+
+}  // namespace
+
 std::vector<std::string> MpiCommunicator::all_gather_bytes(const std::string& bytes) {
   std::vector<std::string> result;
   thread_->run(
       "all_gather_bytes", "all_gather_bytes of " + std::to_string(bytes.size()) + " bytes",
       [&, comm = comm_] {
-        int64_t length = static_cast<int64_t>(bytes.size());
-        std::vector<int64_t> lengths(static_cast<size_t>(size_));
-        MPIACCEL_CHECK_MPI(MPI_Allgather(&length, 1, MPI_INT64_T, lengths.data(), 1,
-                                         MPI_INT64_T, comm));
-        // Every rank sees the same lengths, so every rank agrees on this check.
-        const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
-        check_int_count(total, "all_gather_bytes", "the total");
-        std::vector<int> counts(lengths.begin(), lengths.end());
-        std::vector<int> displacements(counts.size(), 0);
-        std::partial_sum(counts.begin(), counts.end() - 1, displacements.begin() + 1);
+        const ByteLayout layout = byte_layout(comm, bytes.size(), size_, "all_gather_bytes");
+        const auto& counts = layout.counts;
+        const auto& displacements = layout.displacements;
+        const int64_t total = layout.total;
         std::string all(static_cast<size_t>(total), '\0');
         MPIACCEL_CHECK_MPI(MPI_Allgatherv(bytes.data(), counts[static_cast<size_t>(rank_)],
                                           MPI_BYTE, all.data(), counts.data(),
@@ -214,15 +234,10 @@ std::vector<std::string> MpiCommunicator::gather_bytes(const std::string& bytes,
       [&, comm = comm_] {
         // All-gather of the lengths (not a gather) so that every rank can
         // agree on the size check below before the data moves.
-        int64_t length = static_cast<int64_t>(bytes.size());
-        std::vector<int64_t> lengths(static_cast<size_t>(size_));
-        MPIACCEL_CHECK_MPI(MPI_Allgather(&length, 1, MPI_INT64_T, lengths.data(), 1,
-                                         MPI_INT64_T, comm));
-        const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
-        check_int_count(total, "gather_bytes", "the total");
-        std::vector<int> counts(lengths.begin(), lengths.end());
-        std::vector<int> displacements(counts.size(), 0);
-        std::partial_sum(counts.begin(), counts.end() - 1, displacements.begin() + 1);
+        const ByteLayout layout = byte_layout(comm, bytes.size(), size_, "gather_bytes");
+        const auto& counts = layout.counts;
+        const auto& displacements = layout.displacements;
+        const int64_t total = layout.total;
         std::string all(rank_ == root ? static_cast<size_t>(total) : 0, '\0');
         MPIACCEL_CHECK_MPI(MPI_Gatherv(bytes.data(), counts[static_cast<size_t>(rank_)], MPI_BYTE,
                                        all.data(), counts.data(), displacements.data(), MPI_BYTE,

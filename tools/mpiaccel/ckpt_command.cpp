@@ -13,33 +13,15 @@
 #include <vector>
 
 #include "ckpt_helpers.hpp"
+#include "trainer/metrics_log.hpp"
 #include "command.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::tool {
 
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char esc[8];
-          std::snprintf(esc, sizeof esc, "\\u%04x", c);
-          out += esc;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+// One JSON escaper for the whole tool: the metrics log's.
+std::string json_string(const std::string& text) { return "\"" + detail::json_escape(text) + "\""; }
 
 namespace {
 

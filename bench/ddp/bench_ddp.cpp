@@ -202,6 +202,10 @@ int run(int argc, char** argv) {
                     m[it][4], m[it][5], m[it][6], m[it][7]);
       raw << line;
     }
+    // bench/precision reads this: what one step puts on the wire.
+    std::fprintf(stderr, "bench_ddp: all-reduced bytes per step: %lld (%s)\n",
+                 static_cast<long long>(ddp->reducer().reduced_bytes_per_step()),
+                 acc.precision().describe().c_str());
   }
   return 0;
 }

@@ -56,6 +56,8 @@ def main():
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0)
+    parser.add_argument("--comm-hook", choices=["none", "bf16"], default="none",
+                        help="bf16: torch's bf16_compress_hook (all-reduce in bf16)")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -68,6 +70,9 @@ def main():
 
     torch.manual_seed(0)
     model = DistributedDataParallel(make_model(), bucket_cap_mb=args.bucket_cap_mb)
+    if args.comm_hook == "bf16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, default_hooks.bf16_compress_hook)
     if args.optimizer == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     else:

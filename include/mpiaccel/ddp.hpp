@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
 
 namespace mpiaccel {
@@ -14,9 +15,11 @@ class Communicator;
 
 /// DDP over `comm`, configured by [ddp]. prepare() checks the model is the
 /// same on every rank, broadcasts rank 0's parameters and buffers, and installs
-/// the gradient hooks. Every Strategy call is collective over comm.
+/// the gradient hooks. Buckets are all-reduced in `precision.reduce_dtype`
+/// (docs/precision.md). Every Strategy call is collective over comm.
 std::unique_ptr<Strategy> make_ddp_strategy(const DdpConfig& config,
-                                            std::shared_ptr<Communicator> comm);
+                                            std::shared_ptr<Communicator> comm,
+                                            const PrecisionPolicy& precision = {});
 
 /// No distribution: the model trains as in a single process; nothing is
 /// communicated. `comm` (optional) only tells this rank's place for saving:

@@ -19,12 +19,19 @@
 //   ¹ DDP's flat buckets are a second copy unless gradient_as_bucket_view.
 //   ² R: parameters outside every unit (embeddings, final norm), which FSDP
 //     keeps gathered. ³ U: the largest unit, gathered while it runs, plus the
-//     next one prefetched.
+//     next one prefetched; without resharding after forward (SHARD_GRAD_OP)
+//     every unit, p(Ψ - R), from the end of forward into backward.
+// Ψ/N is the largest rank's share: every strategy cuts each parameter along
+// dim 0 with torch.chunk, so a rank holds ⌈rows/N⌉ rows of each (FSDP's
+// shard blocks and ZeRO-2's gradient shards are padded to exactly that on
+// every rank); Σ ⌈rows/N⌉·row_numel ≥ ⌈Ψ/N⌉.
 // Offload moves the fp32 state to host memory: zero1/zero2 + offload keep the
 // optimizer state, an fp32 master and an fp32 gradient shard on the host
 // ((8 + slots·4)Ψ/N); fsdp + offload keeps the parameter, gradient and
 // optimizer shards there ((8 + slots·4)Ψ/N), the device only R and the
-// gathered units.
+// gathered units. The host bytes are split by kind (param: the fp32
+// shard/master, grad: the fp32 gradient shard, optimizer: the slots) so they
+// compare with Strategy::memory(), which counts device and host together.
 
 #include <cstdint>
 #include <string>
@@ -35,6 +42,14 @@
 
 namespace mpiaccel {
 
+/// One parameter as the strategies shard it: `rows` along dim 0 (1 for a
+/// 0-d tensor) of `row_numel` elements each.
+struct ParamRows {
+  int64_t rows = 1;
+  int64_t row_numel = 1;
+  bool operator==(const ParamRows& o) const { return rows == o.rows && row_numel == o.row_numel; }
+};
+
 /// The parameter counts the estimate needs, for one model.
 struct ModelFootprint {
   std::string kind;                 ///< gpt | mlp | cnn
@@ -42,7 +57,14 @@ struct ModelFootprint {
   int64_t largest_unit_params = 0;  ///< U: the biggest unit (DecoderLayer, MlpBlock); 0 without units
   int64_t root_params = 0;          ///< R: parameters in no unit
   int64_t units = 0;                ///< number of units
+  /// Every parameter once, in registration order; empty: shards are taken
+  /// as ⌈Ψ/N⌉ (a model described by its count alone).
+  std::vector<ParamRows> tensors;
 };
+
+/// Elements of the largest rank's shard of `model` over `world` ranks:
+/// Σ ⌈rows/N⌉·row_numel over model.tensors (⌈Ψ/N⌉ when the list is empty).
+int64_t shard_elements(const ModelFootprint& model, int world);
 
 /// The footprint of a bundled model in closed form (no model is built, so
 /// any size can be asked). Throws Error for an unknown kind.
@@ -76,10 +98,14 @@ struct MemoryEstimate {
   int64_t optimizer_bytes = 0;  ///< device (incl. the fp32 master in mixed precision)
   int64_t gathered_bytes = 0;   ///< device, transient: FSDP's gathered units
   int64_t activation_bytes = 0; ///< device, per micro-batch
-  int64_t host_bytes = 0;       ///< offloaded to host memory
+  int64_t host_param_bytes = 0;     ///< host: fp32 parameter shards / masters (offload)
+  int64_t host_grad_bytes = 0;      ///< host: fp32 gradient shards (offload)
+  int64_t host_optimizer_bytes = 0; ///< host: optimizer slots (offload)
 
   /// Model states resident on the device (params + grads + optimizer).
   int64_t model_state_bytes() const { return param_bytes + grad_bytes + optimizer_bytes; }
+  /// Everything offloaded to host memory.
+  int64_t host_bytes() const { return host_param_bytes + host_grad_bytes + host_optimizer_bytes; }
   /// The device's peak estimate: model states + gathered + activations.
   int64_t device_peak_bytes() const { return model_state_bytes() + gathered_bytes + activation_bytes; }
 };
@@ -91,6 +117,9 @@ struct EstimateSettings {
   bool gradient_as_bucket_view = false;  ///< [ddp]
   int64_t batch_size = 8;                ///< per rank, per micro-step
   bool activation_checkpointing = false;
+  /// fsdp: false for SHARD_GRAD_OP or [fsdp] reshard_after_forward = false
+  /// (every unit stays gathered from its forward to its backward).
+  bool reshard_after_forward = true;
 };
 
 /// One strategy ("ddp", "zero1", "zero2", "zero3", "fsdp") at one precision
@@ -102,7 +131,8 @@ MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spe
                                const std::string& precision, const EstimateSettings& settings);
 
 /// The estimate of `config`'s model ([train] model, [model], [train]
-/// seq_len/batch_size, [optimizer], [ddp], [fsdp] activation_checkpointing)
+/// seq_len/batch_size, [optimizer], [ddp], [fsdp] activation_checkpointing,
+/// sharding_strategy and reshard_after_forward)
 /// on `world_size` ranks: every strategy, with and without offload, at fp32,
 /// bf16 and fp16.
 std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size);

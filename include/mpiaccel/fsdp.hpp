@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
 
 namespace mpiaccel {
@@ -30,10 +31,14 @@ class Communicator;
 /// config value it does not support. prepare() checks the model is the same
 /// on every rank, broadcasts rank 0's values, shards the parameters, installs
 /// the unit interceptor and the gradient hooks, and re-points the optimizer's
-/// parameter groups at the shards. Every Strategy call is collective over comm.
+/// parameter groups at the shards. Parameters are all-gathered in
+/// `precision.param_dtype` and gradients reduce-scattered in
+/// `precision.reduce_dtype` (docs/precision.md); shards stay fp32. Every
+/// Strategy call is collective over comm.
 std::unique_ptr<Strategy> make_fsdp_strategy(const FsdpConfig& config,
                                              std::shared_ptr<Communicator> comm,
-                                             std::string name = "fsdp");
+                                             std::string name = "fsdp",
+                                             const PrecisionPolicy& precision = {});
 
 /// What an FSDP strategy made of the model (after prepare), for tests,
 /// estimate-memory and logs.

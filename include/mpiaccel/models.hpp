@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mpiaccel/config.hpp"
 
@@ -55,11 +56,38 @@ class Model {
   virtual torch::nn::Module& module() = 0;
 };
 
+/// How make_model() builds the parameters.
+struct ModelInit {
+  /// Deferred: the model has every parameter (names, shapes, dtypes, order:
+  /// the cross-rank fingerprint is the same) but none holds memory; their
+  /// values must come from elsewhere (FSDP streams rank 0's shards at
+  /// prepare, docs/fsdp.md "Memory-efficient init"). Built module by module,
+  /// each releasing its memory as soon as it exists, so the peak is one
+  /// module (LibTorch's constructors initialise what they allocate). Reading
+  /// a deferred parameter's values is undefined (its data pointer is null).
+  /// The GPT's own re-initialisation is skipped, so LibTorch's default
+  /// generator ends in another state than after a full build: reseed after.
+  bool deferred = false;
+  /// The device deferred parameters claim ("cpu", "cuda:0"): the one the
+  /// model will run on, so that moving it there (Module::to) moves no data.
+  std::string device = "cpu";
+};
+
 /// A new model of `kind` ("gpt", "mlp", "cnn") sized by `spec`, initialised
 /// from LibTorch's default generator: seed it (torch::manual_seed) first for
 /// identical weights on every rank. Parameters are registered in a fixed order
-/// with names such as "blocks.0.attn.qkv.weight".
-std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec);
+/// with names such as "blocks.0.attn.qkv.weight". `init` may defer them.
+std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec,
+                                  const ModelInit& init = {});
+
+/// The Module::name()s of the modules a model of `kind` runs through
+/// units().run (include/mpiaccel/unit.hpp): GPT {"DecoderLayer"}, MLP
+/// {"MlpBlock"}, CNN none. Only these can be FSDP units that start sharded.
+std::vector<std::string> model_unit_classes(const std::string& kind);
+
+/// True when some parameter of `module` holds no memory (built deferred, or
+/// resharded by FSDP).
+bool has_deferred_parameters(const torch::nn::Module& module);
 
 /// `model` as a torch::nn::Module, sharing ownership: what
 /// Accelerator::prepare and optimizers take.

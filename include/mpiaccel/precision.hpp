@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +54,11 @@ struct PrecisionPolicy {
   /// "param=bf16 reduce=fp32 buffer=bf16", for logs.
   std::string describe() const;
 };
+
+/// The dtype collectives cast floating-point tensors to for a policy dtype:
+/// nullopt for fp32 (communicate in the tensor's own dtype, no cast), else
+/// `policy_dtype` (bf16/fp16).
+std::optional<at::ScalarType> wire_dtype(at::ScalarType policy_dtype);
 
 /// "fp32", "bf16", "fp16" (else the ATen name).
 std::string precision_dtype_name(at::ScalarType dtype);

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
 
 namespace torch::optim {
@@ -29,9 +30,11 @@ class Communicator;
 /// reduce_bucket_mb, allgather_bucket_mb). Stage 0 returns DDP (bucket_cap_mb =
 /// reduce_bucket_mb). Throws mpiaccel::Error for stage 3 ("FSDP full shard:
 /// handled by make_strategy"), offload_param = cpu, and out-of-range values.
+/// Gradients are reduced in `precision.reduce_dtype` (docs/precision.md).
 /// Every Strategy call is collective over comm.
 std::unique_ptr<Strategy> make_zero_strategy(const ZeroConfig& config,
-                                             std::shared_ptr<Communicator> comm);
+                                             std::shared_ptr<Communicator> comm,
+                                             const PrecisionPolicy& precision = {});
 
 /// One step of `optimizer`, with exactly the arithmetic of
 /// torch::optim::AdamW::step() (LibTorch 1.13) and the same state entries

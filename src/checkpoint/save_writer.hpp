@@ -91,6 +91,7 @@ struct WriteInput {
   size_t name_length = 1;
   std::vector<int64_t> rng_sizes;  // per rank
   const std::string* rng_state = nullptr;
+  double* raw_seconds = nullptr;  // out: time of this rank's tensor writes + sync
 };
 
 /// Phases 3 and 4. Every exception leaving it has been agreed on (thrown by

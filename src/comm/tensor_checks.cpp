@@ -32,18 +32,19 @@ const char* dtype_name(at::ScalarType dtype) {
 
 void check_tensor(const at::Tensor& tensor, const char* op, const char* argument,
                   bool want_cuda, const std::string& backend) {
-  const std::string where = std::string(op) + ": `" + argument + "`";
-  MPIACCEL_CHECK(tensor.defined(), where + " is an undefined tensor; pass an allocated tensor");
+  // Built only on failure: this runs on every collective call.
+  const auto where = [&] { return std::string(op) + ": `" + argument + "`"; };
+  MPIACCEL_CHECK(tensor.defined(), where() + " is an undefined tensor; pass an allocated tensor");
   MPIACCEL_CHECK(dtype_name(tensor.scalar_type()) != nullptr,
-                 where + " has dtype " + c10::toString(tensor.scalar_type()) +
+                 where() + " has dtype " + c10::toString(tensor.scalar_type()) +
                      ", which the communicators do not move; supported: " + kSupported +
                      " (convert with .to())");
   MPIACCEL_CHECK(tensor.is_contiguous(),
-                 where + " is not contiguous (" + shape_text(tensor) +
+                 where() + " is not contiguous (" + shape_text(tensor) +
                      "); pass tensor.contiguous() and copy the result back");
   const bool right_device = want_cuda ? tensor.device().is_cuda() : tensor.device().is_cpu();
   MPIACCEL_CHECK(right_device,
-                 where + " is on " + tensor.device().str() + " but the " + backend +
+                 where() + " is on " + tensor.device().str() + " but the " + backend +
                      " communicator works on " + (want_cuda ? "CUDA" : "CPU") +
                      " tensors; move it with .to() or use the " +
                      (want_cuda ? "MPI" : "NCCL") + " communicator ([distributed] backend)");

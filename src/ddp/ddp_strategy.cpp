@@ -16,13 +16,14 @@
 namespace mpiaccel {
 namespace detail {
 
-DdpStrategy::DdpStrategy(const DdpConfig& config, std::shared_ptr<Communicator> comm)
-    : config_(config), comm_(std::move(comm)) {
+DdpStrategy::DdpStrategy(const DdpConfig& config, std::shared_ptr<Communicator> comm,
+                         const PrecisionPolicy& precision)
+    : config_(config), precision_(precision), comm_(std::move(comm)) {
   MPIACCEL_CHECK(comm_, "DDP: no communicator");
   reducer_options(config_);  // validates
 }
 
-ReducerOptions DdpStrategy::reducer_options(const DdpConfig& config) {
+ReducerOptions DdpStrategy::reducer_options(const DdpConfig& config, const PrecisionPolicy& precision) {
   MPIACCEL_CHECK(config.bucket_cap_mb > 0, "[ddp] bucket_cap_mb must be > 0, got " +
                                                std::to_string(config.bucket_cap_mb));
   ReducerOptions options;
@@ -32,6 +33,7 @@ ReducerOptions DdpStrategy::reducer_options(const DdpConfig& config) {
   options.find_unused_parameters = config.find_unused_parameters;
   options.gradient_as_bucket_view = config.gradient_as_bucket_view;
   options.static_graph = config.static_graph;
+  options.reduce_dtype = wire_dtype(precision.reduce_dtype);
   return options;
 }
 
@@ -47,7 +49,7 @@ void DdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
   broadcast_module_state(*comm_, *model);
   ParamList list = trainable_params(*model);
   reducer_ = std::make_unique<Reducer>(std::move(list.params), std::move(list.names), comm_,
-                                       reducer_options(config_));
+                                       reducer_options(config_, precision_));
   reducer_->set_gradient_sync(sync_);
   model_ = std::move(model);
 }
@@ -131,8 +133,9 @@ Reducer& DdpStrategy::reducer() {
 }  // namespace detail
 
 std::unique_ptr<Strategy> make_ddp_strategy(const DdpConfig& config,
-                                            std::shared_ptr<Communicator> comm) {
-  return std::make_unique<detail::DdpStrategy>(config, std::move(comm));
+                                            std::shared_ptr<Communicator> comm,
+                                            const PrecisionPolicy& precision) {
+  return std::make_unique<detail::DdpStrategy>(config, std::move(comm), precision);
 }
 
 }  // namespace mpiaccel

@@ -8,6 +8,7 @@
 
 #include "ddp/reducer.hpp"
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
 #include "state/replicated_state.hpp"
 
@@ -15,7 +16,8 @@ namespace mpiaccel::detail {
 
 class DdpStrategy final : public Strategy {
  public:
-  DdpStrategy(const DdpConfig& config, std::shared_ptr<Communicator> comm);
+  DdpStrategy(const DdpConfig& config, std::shared_ptr<Communicator> comm,
+              const PrecisionPolicy& precision = {});
 
   std::string name() const override { return "ddp"; }
   void prepare(std::shared_ptr<torch::nn::Module> model,
@@ -35,12 +37,13 @@ class DdpStrategy final : public Strategy {
   /// The reducer (after prepare), for tests and benchmarks.
   Reducer& reducer();
   /// Bytes of the bucket options derived from the config.
-  static ReducerOptions reducer_options(const DdpConfig& config);
+  static ReducerOptions reducer_options(const DdpConfig& config, const PrecisionPolicy& precision = {});
 
  private:
   void require_prepared(const char* what) const;
 
   DdpConfig config_;
+  PrecisionPolicy precision_;
   std::shared_ptr<Communicator> comm_;
   std::shared_ptr<torch::nn::Module> model_;
   std::unique_ptr<Reducer> reducer_;

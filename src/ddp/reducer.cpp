@@ -14,6 +14,7 @@
 
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
+#include "mpiaccel/precision.hpp"
 
 namespace mpiaccel::detail {
 namespace {
@@ -61,7 +62,15 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
                    "DDP reducer: parameter " + names_[i] + " is not a leaf that requires grad");
     infos_[i] = GradInfo{p.scalar_type(), p.device(), p.numel() * p.element_size()};
   }
-  inverse_world_ = at::scalar_tensor(1.0 / comm_->size(), at::kDouble);
+  const int world = comm_->size();
+  const bool narrow_wire = options_.reduce_dtype && c10::elementSize(*options_.reduce_dtype) < 4;
+  if (narrow_wire && world > 1) {
+    const auto [pre, post] = gradient_divide_factors(world);
+    pre_scale_ = at::scalar_tensor(1.0 / pre, at::kDouble);
+    if (post != 1.0) post_scale_ = at::scalar_tensor(1.0 / post, at::kDouble);
+  } else {
+    pre_scale_ = at::scalar_tensor(1.0 / world, at::kDouble);
+  }
   fired_.assign(n, 0);
   ready_.assign(n, 0);
   used_.assign(n, 0);
@@ -169,9 +178,9 @@ void Reducer::mark_ready(size_t i) {
   if (!grad.defined()) {
     view.zero_();  // used on no rank here: contributes nothing
   } else if (options_.gradient_as_bucket_view && grad.is_alias_of(view)) {
-    if (divide) view.mul_(inverse_world_);
+    if (divide) view.mul_(pre_scale_);
   } else {
-    if (divide) at::mul_out(const_cast<at::Tensor&>(view), grad, inverse_world_);
+    if (divide) at::mul_out(const_cast<at::Tensor&>(view), grad, pre_scale_);
     else view.copy_(grad);
     if (options_.gradient_as_bucket_view) grad = view;
   }
@@ -186,7 +195,9 @@ void Reducer::launch_ready_buckets() {
     Bucket& bucket = buckets_[next_bucket_++];
     bucket.timing = BucketTiming{};
     bucket.timing.launched = Clock::now();
-    bucket.work = comm_->all_reduce_async(bucket.flat, ReduceOp::Sum);
+    const bool cast = options_.reduce_dtype && *options_.reduce_dtype != bucket.flat.scalar_type();
+    if (cast) bucket.wire = bucket.flat.to(*options_.reduce_dtype);
+    bucket.work = comm_->all_reduce_async(cast ? bucket.wire : bucket.flat, ReduceOp::Sum);
   }
 }
 
@@ -256,6 +267,11 @@ void Reducer::finalize_locked(std::unique_lock<std::mutex>& /*lock*/) {
     bucket.timing.started = bucket.work->started_at();
     bucket.timing.finished = bucket.work->finished_at();
     bucket.work.reset();
+    if (bucket.wire.defined()) {
+      bucket.flat.copy_(bucket.wire);
+      bucket.wire = at::Tensor();
+    }
+    if (post_scale_.defined()) bucket.flat.mul_(post_scale_);
     last_timings_.push_back(bucket.timing);
     if (tracer.enabled())
       tracer.record("all_reduce bucket " + std::to_string(b), TraceLane::Communication,
@@ -369,6 +385,15 @@ std::vector<int64_t> Reducer::bucket_sizes() const {
   std::vector<int64_t> out;
   for (const Bucket& bucket : buckets_) out.push_back(bucket.flat.numel() * bucket.flat.element_size());
   return out;
+}
+
+int64_t Reducer::reduced_bytes_per_step() const {
+  int64_t bytes = 0;
+  for (const Bucket& bucket : buckets_) {
+    const auto dtype = options_.reduce_dtype.value_or(bucket.flat.scalar_type());
+    bytes += bucket.flat.numel() * static_cast<int64_t>(c10::elementSize(dtype));
+  }
+  return bytes;
 }
 
 bool Reducer::buckets_rebuilt() const { return rebuilt_; }

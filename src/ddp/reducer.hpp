@@ -12,6 +12,13 @@
 //   gradient_as_bucket_view, param.grad IS the view and is divided in place).
 //   Dividing during that copy costs no extra pass over memory and keeps
 //   fp16/bf16 sums from overflowing.
+// - reduce_dtype (mixed precision): a bucket whose dtype differs is cast into
+//   a wire tensor of reduce_dtype when it launches, all-reduced in that dtype
+//   (half the bytes of fp32 for bf16/fp16) and cast back into the bucket when
+//   backward ends. The division is then split as FSDP does: by `pre` in the
+//   copy into the bucket and by `post` after the sum (pre·post = world,
+//   gradient_divide_factors), so 16-bit summands neither underflow nor
+//   overflow. The optimizer still reads fp32 gradients.
 // - When a bucket's last gradient is in, its all_reduce is launched on the
 //   communicator's thread while backward goes on. Buckets launch strictly in
 //   index order, so every rank issues the same sequence of collectives.
@@ -40,6 +47,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -60,6 +68,8 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   bool static_graph = false;
+  /// The dtype of the all-reduce; nullopt = each bucket's own dtype.
+  std::optional<at::ScalarType> reduce_dtype;
 };
 
 class Reducer {
@@ -103,6 +113,9 @@ class Reducer {
   std::vector<std::vector<size_t>> bucket_assignment() const;
   /// Bytes of each bucket's flat tensor.
   std::vector<int64_t> bucket_sizes() const;
+  /// Bytes each synchronized backward all-reduces (in reduce_dtype), the
+  /// status vector not included.
+  int64_t reduced_bytes_per_step() const;
   bool buckets_rebuilt() const;
   /// Timings of the buckets of the last synchronized backward.
   std::vector<BucketTiming> last_bucket_timings() const;
@@ -119,6 +132,7 @@ class Reducer {
  private:
   struct Bucket {
     at::Tensor flat;
+    at::Tensor wire;  // flat cast to reduce_dtype while in flight, else undefined
     std::vector<size_t> params;
     std::vector<at::Tensor> views;
     size_t pending = 0;
@@ -144,7 +158,8 @@ class Reducer {
   ReducerOptions options_;
   std::vector<GradInfo> infos_;
   std::unique_ptr<GradReadyHooks> hooks_;
-  at::Tensor inverse_world_;  // 0-d double: 1 / world size
+  at::Tensor pre_scale_;   // 0-d double: applied in the copy into the bucket
+  at::Tensor post_scale_;  // 0-d double: applied after the sum; undefined = none
 
   mutable std::mutex mutex_;
   std::vector<Bucket> buckets_;

@@ -12,12 +12,15 @@ namespace {
 
 constexpr int64_t kFp32 = 4;
 
-// Ψ·bytes/N rounded up: a rank holds at most ceil(Ψ/N) elements of a shard.
-int64_t shard(int64_t elements, int64_t bytes, int world) {
-  return (elements + world - 1) / world * bytes;
-}
-
 }  // namespace
+
+int64_t shard_elements(const ModelFootprint& model, int world) {
+  MPIACCEL_CHECK(world >= 1, "estimate-memory: the world size must be at least 1");
+  if (model.tensors.empty()) return (model.params + world - 1) / world;
+  int64_t elements = 0;
+  for (const ParamRows& t : model.tensors) elements += (t.rows + world - 1) / world * t.row_numel;
+  return elements;
+}
 
 int64_t optimizer_slots(const OptimizerConfig& optimizer) {
   if (optimizer.name == "adamw" || optimizer.name == "adam") return 2;
@@ -47,8 +50,15 @@ MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spe
     MPIACCEL_THROW("precision '" + precision + "' is unknown; accepted: fp32 (no), bf16, fp16");
   }
   const int64_t g = p;
-  // Offloaded: fp32 master, fp32 gradient shard and the slots on the host.
-  const int64_t host_per_param = 2 * kFp32 + settings.optimizer_slots * kFp32;
+  // The largest rank's rows of every parameter (torch.chunk), as the
+  // strategies cut them.
+  const int64_t shard = shard_elements(model, n);
+  // Offloaded, on the host: the fp32 shard (master), its fp32 gradient and the slots.
+  auto offload_shard = [&](MemoryEstimate& r, int64_t elements) {
+    r.host_param_bytes += kFp32 * elements;
+    r.host_grad_bytes += kFp32 * elements;
+    r.host_optimizer_bytes += settings.optimizer_slots * kFp32 * elements;
+  };
 
   if (row.strategy == "ddp") {
     MPIACCEL_CHECK(!offload, "estimate-memory: DDP offloads nothing");
@@ -57,25 +67,29 @@ MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spe
     row.optimizer_bytes = k * psi;
   } else if (row.strategy == "zero1" || row.strategy == "zero2") {
     row.param_bytes = p * psi;
-    row.grad_bytes = row.strategy == "zero1" ? g * psi : shard(psi, g, n);
+    row.grad_bytes = row.strategy == "zero1" ? g * psi : g * shard;
     if (offload) {
-      row.host_bytes = shard(psi, host_per_param, n);
+      offload_shard(row, shard);
     } else {
-      row.optimizer_bytes = shard(psi, k, n);
+      row.optimizer_bytes = k * shard;
     }
   } else if (row.strategy == "fsdp") {
-    const int64_t sharded = psi - model.root_params;
-    // The root stays gathered; the largest unit plus the prefetched next one
-    // are gathered around their forward and backward.
-    row.gathered_bytes = (model.units > 1 ? 2 : 1) * p * model.largest_unit_params;
-    if (model.units == 0) row.gathered_bytes = 0;
+    // The root stays gathered beside its shard. Around a unit's forward and
+    // backward the largest unit and the prefetched next one are gathered;
+    // without resharding after forward every unit is, from the end of
+    // forward into backward.
+    if (model.units > 0) {
+      row.gathered_bytes = settings.reshard_after_forward
+                               ? (model.units > 1 ? 2 : 1) * p * model.largest_unit_params
+                               : p * (psi - model.root_params);
+    }
+    row.param_bytes = p * model.root_params;
     if (offload) {
-      row.param_bytes = p * model.root_params;
-      row.host_bytes = shard(sharded, host_per_param, n) + shard(model.root_params, host_per_param, n);
+      offload_shard(row, shard);
     } else {
-      row.param_bytes = shard(psi, p, n) + p * model.root_params;
-      row.grad_bytes = shard(psi, g, n);
-      row.optimizer_bytes = shard(psi, k, n);
+      row.param_bytes += p * shard;
+      row.grad_bytes = g * shard;
+      row.optimizer_bytes = k * shard;
     }
   } else {
     MPIACCEL_THROW("strategy '" + strategy + "' is unknown; accepted: ddp, zero1, zero2, zero3, fsdp");
@@ -93,6 +107,8 @@ std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size) {
   settings.gradient_as_bucket_view = config.ddp.gradient_as_bucket_view;
   settings.batch_size = config.train.batch_size;
   settings.activation_checkpointing = config.fsdp.activation_checkpointing;
+  settings.reshard_after_forward =
+      config.fsdp.reshard_after_forward && config.fsdp.sharding_strategy != "SHARD_GRAD_OP";
   std::vector<MemoryEstimate> rows;
   for (const char* precision : {"fp32", "bf16", "fp16"}) {
     for (const char* strategy : {"ddp", "zero1", "zero2", "fsdp"})

@@ -21,6 +21,13 @@ constexpr int64_t kFp32 = 4;
 
 int64_t linear(int64_t in, int64_t out) { return in * out + out; }
 
+// A Linear's weight [out, in] and bias [out], as registered.
+void add_linear(std::vector<ParamRows>& tensors, int64_t in, int64_t out) {
+  tensors.push_back({out, in});
+  tensors.push_back({out, 1});
+}
+void add_vector(std::vector<ParamRows>& tensors, int64_t n) { tensors.push_back({n, 1}); }
+
 // Per DecoderLayer: ln_1, qkv, proj, ln_2, fc, proj = 12C² + 13C.
 int64_t decoder_layer(int64_t c) { return 2 * c + linear(c, 3 * c) + linear(c, c) + 2 * c + linear(c, 4 * c) + linear(4 * c, c); }
 
@@ -43,22 +50,40 @@ ModelFootprint model_footprint(const std::string& kind, const ModelSpec& spec) {
     // wte (tied with the head), wpe, ln_f.
     out.root_params = spec.vocab_size * c + spec.block_size * c + 2 * c;
     out.params = out.root_params + spec.n_layer * out.largest_unit_params;
+    out.tensors = {{spec.vocab_size, c}, {spec.block_size, c}};
+    for (int64_t l = 0; l < spec.n_layer; ++l) {
+      add_vector(out.tensors, c);  // ln_1
+      add_vector(out.tensors, c);
+      add_linear(out.tensors, c, 3 * c);  // attn.qkv
+      add_linear(out.tensors, c, c);      // attn.proj
+      add_vector(out.tensors, c);         // ln_2
+      add_vector(out.tensors, c);
+      add_linear(out.tensors, c, 4 * c);  // mlp.fc
+      add_linear(out.tensors, 4 * c, c);  // mlp.proj
+    }
+    add_vector(out.tensors, c);  // ln_f
+    add_vector(out.tensors, c);
   } else if (kind == "mlp") {
     out.units = spec.mlp_layers;
     int64_t in = kPixels;
     for (int64_t i = 0; i < spec.mlp_layers; ++i) {
       const int64_t block = linear(in, spec.hidden_size);
+      add_linear(out.tensors, in, spec.hidden_size);
       out.largest_unit_params = std::max(out.largest_unit_params, block);
       out.params += block;
       in = spec.hidden_size;
     }
     out.root_params = linear(spec.hidden_size, kClasses);
     out.params += out.root_params;
+    add_linear(out.tensors, spec.hidden_size, kClasses);
   } else if (kind == "cnn") {
     // No units: FSDP treats the whole model as its root.
     out.params = (1 * 32 * 9 + 32) + (32 * 64 * 9 + 64) + linear(64 * 7 * 7, spec.hidden_size) +
                  linear(spec.hidden_size, kClasses);
     out.root_params = out.params;
+    out.tensors = {{32, 1 * 9}, {32, 1}, {64, 32 * 9}, {64, 1}};
+    add_linear(out.tensors, 64 * 7 * 7, spec.hidden_size);
+    add_linear(out.tensors, spec.hidden_size, kClasses);
   } else {
     MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, mlp, cnn");
   }
@@ -87,6 +112,8 @@ ModelFootprint count_footprint(Model& model, const std::vector<std::string>& uni
   for (const at::Tensor& p : model.module().parameters(/*recurse=*/true)) {
     if (!all.insert(p.unsafeGetTensorImpl()).second) continue;
     out.params += p.numel();
+    const int64_t rows = p.dim() == 0 ? 1 : p.size(0);
+    out.tensors.push_back({rows, rows == 0 ? 0 : p.numel() / rows});
     if (!in_units.count(p.unsafeGetTensorImpl())) out.root_params += p.numel();
   }
   return out;

@@ -73,7 +73,7 @@ std::string format_estimate_table(const Config& config, const ModelFootprint& mo
   for (const MemoryEstimate& r : rows)
     cells.push_back({row_name(r), r.precision, human(r.param_bytes), human(r.grad_bytes), human(r.optimizer_bytes),
                      human(r.gathered_bytes), human(r.activation_bytes), human(r.device_peak_bytes()),
-                     human(r.host_bytes)});
+                     human(r.host_bytes())});
   std::vector<size_t> width(header.size());
   for (size_t i = 0; i < header.size(); ++i) {
     width[i] = header[i].size();
@@ -125,7 +125,9 @@ std::string format_estimate_json(const Config& config, const ModelFootprint& mod
         << ", \"param_bytes\": " << r.param_bytes << ", \"grad_bytes\": " << r.grad_bytes
         << ", \"optimizer_bytes\": " << r.optimizer_bytes << ", \"gathered_bytes\": " << r.gathered_bytes
         << ", \"activation_bytes\": " << r.activation_bytes << ", \"device_peak_bytes\": " << r.device_peak_bytes()
-        << ", \"host_bytes\": " << r.host_bytes << "}";
+        << ", \"host_bytes\": " << r.host_bytes()
+        << ", \"host_param_bytes\": " << r.host_param_bytes << ", \"host_grad_bytes\": " << r.host_grad_bytes
+        << ", \"host_optimizer_bytes\": " << r.host_optimizer_bytes << "}";
   }
   out << "]}\n";
   return out.str();

@@ -17,6 +17,7 @@
 #include "fsdp/param_storage.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
+#include "mpiaccel/precision.hpp"
 
 namespace mpiaccel::detail {
 namespace {
@@ -49,6 +50,11 @@ FsdpEngine::FsdpEngine(std::vector<FsdpUnit> units, std::vector<FsdpParam> param
   fired_.assign(params_.size(), 0);
   used_.assign(params_.size(), 0);
   next_in_forward_.assign(units_.size(), -1);
+  if (options_.reduce_dtype && c10::elementSize(*options_.reduce_dtype) < 4 && comms_.reduce->size() > 1) {
+    const auto [pre, post] = gradient_divide_factors(comms_.reduce->size());
+    pre_scale_ = at::scalar_tensor(1.0 / pre, at::kDouble);
+    if (post != 1.0) post_scale_ = at::scalar_tensor(1.0 / post, at::kDouble);
+  }
 
   std::vector<at::Tensor> full_params;
   std::vector<std::string> names;
@@ -77,11 +83,15 @@ FsdpEngine::~FsdpEngine() {
 
 // ---------------------------------------------------------------- gathering
 
-void FsdpEngine::launch_gather(FsdpUnit& u) {
+void FsdpEngine::launch_gather(FsdpUnit& u, bool exact) {
   const int parts = u.layout.parts();
   const int64_t block = u.layout.block();
   const int64_t stride = block + kTag;
-  at::Tensor buffer = at::empty({parts * stride}, u.full_options);
+  // Mixed precision: the shard is cast into a param_dtype buffer, so the
+  // gathered parameters hold param_dtype values (unpacking widens them again).
+  const auto dtype = exact ? u.full_options.dtype().toScalarType()
+                           : options_.gather_dtype.value_or(u.full_options.dtype().toScalarType());
+  at::Tensor buffer = at::empty({parts * stride}, u.full_options.dtype(dtype));
   // The own block inside the output: the communicator gathers in place.
   at::Tensor own = buffer.narrow(0, comms_.gather->rank() * stride, stride);
   own.narrow(0, 0, block).copy_(u.local);
@@ -161,7 +171,9 @@ void FsdpEngine::drain_gathers() {
 std::vector<at::Tensor> FsdpEngine::gather_copy(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
   FsdpUnit& u = units_.at(index);
-  if (!u.gather_work) launch_gather(u);
+  // A copy must be exact (state dicts): a param_dtype prefetch will not do.
+  if (u.gather_work && options_.gather_dtype) finish_gather_buffer(u);
+  if (!u.gather_work) launch_gather(u, true);
   const at::Tensor buffer = finish_gather_buffer(u);
   const int64_t stride = u.layout.block() + kTag;
   std::vector<at::Tensor> out;
@@ -266,7 +278,8 @@ void FsdpEngine::launch_reduce(FsdpUnit& u) {
   const int parts = u.layout.parts();
   const int64_t block = u.layout.block();
   if (block == 0) return;  // a unit without parameters (the same on every rank)
-  at::Tensor input = at::empty({parts * block}, u.full_options);
+  const auto dtype = options_.reduce_dtype.value_or(u.full_options.dtype().toScalarType());
+  at::Tensor input = at::empty({parts * block}, u.full_options.dtype(dtype));
   at::NoGradGuard no_grad;
   for (size_t s = 0; s < u.params.size(); ++s) {
     const size_t p = u.params[s];
@@ -279,8 +292,14 @@ void FsdpEngine::launch_reduce(FsdpUnit& u) {
       u.layout.pack(input, block, s, at::zeros(u.layout.slots()[s].shape, u.full_options));
     }
   }
-  u.reduce_out = at::empty({block}, u.full_options);
-  u.reduce_work = comms_.reduce->reduce_scatter_async(u.reduce_out, input, ReduceOp::Avg);
+  u.reduce_out = at::empty({block}, input.options());
+  if (!pre_scale_.defined()) {
+    u.reduce_work = comms_.reduce->reduce_scatter_async(u.reduce_out, input, ReduceOp::Avg);
+    return;
+  }
+  // 16-bit: divided before and after the sum, so it neither underflows nor overflows.
+  input.mul_(pre_scale_);
+  u.reduce_work = comms_.reduce->reduce_scatter_async(u.reduce_out, input, ReduceOp::Sum);
 }
 
 void FsdpEngine::finalize_backward() {
@@ -317,6 +336,9 @@ void FsdpEngine::finalize_locked() {
       if (!u.reduce_work) continue;
       u.reduce_work->wait();
       u.reduce_work.reset();
+      if (u.reduce_out.scalar_type() != u.full_options.dtype().toScalarType())
+        u.reduce_out = u.reduce_out.to(u.full_options.dtype().toScalarType());
+      if (post_scale_.defined()) u.reduce_out.mul_(post_scale_);
       // Hybrid: each group averaged its own ranks; the groups average next.
       if (comms_.replica) across.push_back(comms_.replica->all_reduce_async(u.reduce_out, ReduceOp::Avg));
     }

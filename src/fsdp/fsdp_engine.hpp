@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -45,6 +46,12 @@ struct FsdpOptions {
   bool reshard_after_forward = true;
   bool forward_prefetch = true;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::Pre;
+  /// Mixed precision (docs/precision.md): the dtype of the all-gather of
+  /// parameters (param_dtype) and of the reduce-scatter of gradients
+  /// (reduce_dtype); nullopt = the parameters' own dtype. Shards, full
+  /// parameters and sharded gradients keep the parameters' dtype.
+  std::optional<at::ScalarType> gather_dtype;
+  std::optional<at::ScalarType> reduce_dtype;
 };
 
 struct FsdpComms {
@@ -92,7 +99,8 @@ class FsdpEngine final : public UnitInterceptor {
   int64_t iterations() const;
 
  private:
-  void launch_gather(FsdpUnit& unit);
+  /// `exact`: gather in the parameters' own dtype even under mixed precision.
+  void launch_gather(FsdpUnit& unit, bool exact = false);
   at::Tensor finish_gather_buffer(FsdpUnit& unit);
   void finish_gather(FsdpUnit& unit);
   void gather_now(FsdpUnit& unit);
@@ -129,6 +137,9 @@ class FsdpEngine final : public UnitInterceptor {
   int64_t iterations_ = 0;
   /// Tensor hooks outlive the engine in a graph nobody ran backward on.
   std::shared_ptr<FsdpEngine*> alive_;
+  /// 16-bit reduce-scatter: 1/pre before the sum, 1/post after (undefined: none).
+  at::Tensor pre_scale_;
+  at::Tensor post_scale_;
 };
 
 }  // namespace mpiaccel::detail

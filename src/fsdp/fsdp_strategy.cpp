@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "fsdp/fsdp_comms.hpp"
+#include "fsdp/shard_streaming.hpp"
 #include "fsdp/unit_builder.hpp"
 #include "fsdp/wrap_policy.hpp"
 #include "mpiaccel/comm.hpp"
@@ -56,8 +57,10 @@ int64_t bytes_of(const at::Tensor& t) { return t.defined() ? t.numel() * t.eleme
 }  // namespace
 
 FsdpStrategy::FsdpStrategy(const FsdpConfig& config, std::shared_ptr<Communicator> comm,
-                           std::string name)
+                           std::string name, const PrecisionPolicy& precision)
     : config_(config), options_(options_from(config)), comm_(std::move(comm)), name_(std::move(name)) {
+  options_.gather_dtype = wire_dtype(precision.param_dtype);
+  options_.reduce_dtype = wire_dtype(precision.reduce_dtype);
   MPIACCEL_CHECK(comm_, "FSDP: no communicator");
 }
 
@@ -79,7 +82,12 @@ void FsdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
                  "FSDP prepare: the optimizer has already taken a step; prepare() must come "
                  "before the first step, since the optimizer's state is kept per shard");
   check_same_model_across_ranks(*comm_, *model);
-  broadcast_module_state(*comm_, *model);
+  // Ranks that built the model deferred (cpu_ram_efficient_loading) get only
+  // their shards, streamed from rank 0 once the units are laid out; a full
+  // build gets rank 0's whole model, as DDP.
+  const bool streamed = agree_streamed_init(*comm_, *model);
+  if (streamed) broadcast_unsharded_state(*comm_, *model);
+  else broadcast_module_state(*comm_, *model);
 
   auto* has_units = dynamic_cast<HasUnits*>(model.get());
   const std::vector<PlannedUnit> plan = plan_units(*model, config_);
@@ -97,6 +105,7 @@ void FsdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
   FsdpComms comms = make_fsdp_comms(config_, comm_);
   BuiltUnits built =
       build_units(*model, plan, comms.gather->size(), comms.gather->rank(), config_.cpu_offload);
+  if (streamed) stream_shards(*comm_, comms.gather->rank(), built);
 
   // The optimizer steps on the shards: each full parameter in its groups is
   // replaced by its shard, so weight-decay groups stay as they were.
@@ -238,8 +247,9 @@ FsdpEngine& FsdpStrategy::engine() {
 }  // namespace detail
 
 std::unique_ptr<Strategy> make_fsdp_strategy(const FsdpConfig& config,
-                                             std::shared_ptr<Communicator> comm, std::string name) {
-  return std::make_unique<detail::FsdpStrategy>(config, std::move(comm), std::move(name));
+                                             std::shared_ptr<Communicator> comm, std::string name,
+                                             const PrecisionPolicy& precision) {
+  return std::make_unique<detail::FsdpStrategy>(config, std::move(comm), std::move(name), precision);
 }
 
 FsdpInfo fsdp_info(const Strategy& strategy) {

@@ -9,13 +9,15 @@
 #include "fsdp/fsdp_engine.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/fsdp.hpp"
+#include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
 
 namespace mpiaccel::detail {
 
 class FsdpStrategy final : public Strategy {
  public:
-  FsdpStrategy(const FsdpConfig& config, std::shared_ptr<Communicator> comm, std::string name);
+  FsdpStrategy(const FsdpConfig& config, std::shared_ptr<Communicator> comm, std::string name,
+               const PrecisionPolicy& precision = {});
   ~FsdpStrategy() override;
 
   std::string name() const override { return name_; }

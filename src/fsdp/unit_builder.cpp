@@ -60,7 +60,9 @@ BuiltUnits build_units(torch::nn::Module& model, const std::vector<PlannedUnit>&
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
     if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
-    MPIACCEL_CHECK(owns_whole_storage(p),
+    // An empty storage (a deferred build, docs/fsdp.md) is refilled whole later.
+    const bool empty = !storage_allocated(p) && p.is_contiguous() && p.storage_offset() == 0;
+    MPIACCEL_CHECK(owns_whole_storage(p) || empty,
                    "FSDP: parameter " + item.key() +
                        " shares its storage with other tensors (a view or a slice of a bigger "
                        "tensor); FSDP frees and refills each parameter's storage, so every "
@@ -108,8 +110,11 @@ BuiltUnits build_units(torch::nn::Module& model, const std::vector<PlannedUnit>&
         shard = u.layout.shard_view(u.local, s);
       }
       at::NoGradGuard no_grad;
-      const at::Tensor rows = param.full.dim() == 0 ? param.full.reshape({1}) : param.full;
-      shard.copy_(rows.narrow(0, slot.local.begin, slot.local.count));  // (to the host with offload)
+      // A parameter without memory (deferred) gets its rows streamed later.
+      if (storage_allocated(param.full)) {
+        const at::Tensor rows = param.full.dim() == 0 ? param.full.reshape({1}) : param.full;
+        shard.copy_(rows.narrow(0, slot.local.begin, slot.local.count));  // (to the host with offload)
+      }
       shard.set_requires_grad(true);
       param.shard = shard;
     }

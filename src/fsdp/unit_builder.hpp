@@ -26,6 +26,9 @@ struct BuiltUnits {
 /// cannot shard (sharing storage, mixed dtypes or devices in one unit).
 /// With `offload`, the shards (hence gradients and optimizer state) live on
 /// the CPU whatever the parameters' device.
+/// A parameter whose storage holds no memory (built deferred) is accepted;
+/// its shard rows stay zero until stream_shards() (shard_streaming.hpp)
+/// fills them.
 BuiltUnits build_units(torch::nn::Module& model, const std::vector<PlannedUnit>& plan, int parts,
                        int index, bool offload = false);
 

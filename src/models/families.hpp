@@ -8,8 +8,8 @@
 
 namespace mpiaccel::detail {
 
-std::shared_ptr<Model> make_gpt(const ModelSpec& spec);
-std::shared_ptr<Model> make_mlp(const ModelSpec& spec);
-std::shared_ptr<Model> make_cnn(const ModelSpec& spec);
+std::shared_ptr<Model> make_gpt(const ModelSpec& spec, const ModelInit& init);
+std::shared_ptr<Model> make_mlp(const ModelSpec& spec, const ModelInit& init);
+std::shared_ptr<Model> make_cnn(const ModelSpec& spec, const ModelInit& init);
 
 }  // namespace mpiaccel::detail

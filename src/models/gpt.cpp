@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "models/deferred.hpp"
 #include "models/families.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/models.hpp"
@@ -42,11 +43,11 @@ torch::nn::LayerNorm layer_norm(int64_t width) {
 
 class CausalSelfAttention : public torch::nn::Module {
  public:
-  explicit CausalSelfAttention(const ModelSpec& spec)
+  CausalSelfAttention(const ModelSpec& spec, const ModelInit& init)
       : torch::nn::Module("CausalSelfAttention"), n_head_(spec.n_head) {
     // One fused projection for q, k and v: one matmul instead of three.
-    qkv_ = register_module("qkv", torch::nn::Linear(spec.n_embd, 3 * spec.n_embd));
-    proj_ = register_module("proj", torch::nn::Linear(spec.n_embd, spec.n_embd));
+    qkv_ = register_module("qkv", built(torch::nn::Linear(spec.n_embd, 3 * spec.n_embd), init));
+    proj_ = register_module("proj", built(torch::nn::Linear(spec.n_embd, spec.n_embd), init));
     attn_dropout_ = register_module("attn_dropout", torch::nn::Dropout(spec.dropout));
     resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(spec.dropout));
   }
@@ -83,9 +84,9 @@ class CausalSelfAttention : public torch::nn::Module {
 
 class FeedForward : public torch::nn::Module {
  public:
-  explicit FeedForward(const ModelSpec& spec) : torch::nn::Module("FeedForward") {
-    fc_ = register_module("fc", torch::nn::Linear(spec.n_embd, 4 * spec.n_embd));
-    proj_ = register_module("proj", torch::nn::Linear(4 * spec.n_embd, spec.n_embd));
+  FeedForward(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("FeedForward") {
+    fc_ = register_module("fc", built(torch::nn::Linear(spec.n_embd, 4 * spec.n_embd), init));
+    proj_ = register_module("proj", built(torch::nn::Linear(4 * spec.n_embd, spec.n_embd), init));
     dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));
   }
 
@@ -102,11 +103,11 @@ class FeedForward : public torch::nn::Module {
 /// One transformer block, the unit FSDP wraps: x + attn(ln(x)), then x + mlp(ln(x)).
 class DecoderLayer : public torch::nn::Module {
  public:
-  explicit DecoderLayer(const ModelSpec& spec) : torch::nn::Module("DecoderLayer") {
-    ln_1_ = register_module("ln_1", layer_norm(spec.n_embd));
-    attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(spec));
-    ln_2_ = register_module("ln_2", layer_norm(spec.n_embd));
-    mlp_ = register_module("mlp", std::make_shared<FeedForward>(spec));
+  DecoderLayer(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("DecoderLayer") {
+    ln_1_ = register_module("ln_1", built(layer_norm(spec.n_embd), init));
+    attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(spec, init));
+    ln_2_ = register_module("ln_2", built(layer_norm(spec.n_embd), init));
+    mlp_ = register_module("mlp", std::make_shared<FeedForward>(spec, init));
   }
 
   at::Tensor forward(const at::Tensor& x) {
@@ -123,17 +124,18 @@ class DecoderLayer : public torch::nn::Module {
 
 class Gpt : public torch::nn::Module, public HasUnits, public Model {
  public:
-  explicit Gpt(const ModelSpec& spec) : torch::nn::Module("GPT"), spec_(spec) {
-    wte_ = register_module("wte", torch::nn::Embedding(spec.vocab_size, spec.n_embd));
-    wpe_ = register_module("wpe", torch::nn::Embedding(spec.block_size, spec.n_embd));
+  Gpt(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("GPT"), spec_(spec) {
+    wte_ = register_module("wte", built(torch::nn::Embedding(spec.vocab_size, spec.n_embd), init));
+    wpe_ = register_module("wpe", built(torch::nn::Embedding(spec.block_size, spec.n_embd), init));
     dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));
     blocks_ = register_module("blocks", torch::nn::ModuleList());
     for (int64_t i = 0; i < spec.n_layer; ++i) {
-      layers_.push_back(std::make_shared<DecoderLayer>(spec));
+      layers_.push_back(std::make_shared<DecoderLayer>(spec, init));
       blocks_->push_back(layers_.back());
     }
-    ln_f_ = register_module("ln_f", layer_norm(spec.n_embd));
-    init_weights();
+    ln_f_ = register_module("ln_f", built(layer_norm(spec.n_embd), init));
+    // Deferred parameters get their values from elsewhere (rank 0's).
+    if (!init.deferred) init_weights();
   }
 
   at::Tensor forward(const at::Tensor& input) override {
@@ -192,7 +194,7 @@ class Gpt : public torch::nn::Module, public HasUnits, public Model {
   torch::nn::LayerNorm ln_f_{nullptr};
 };
 
-std::shared_ptr<Model> make_gpt(const ModelSpec& spec) {
+std::shared_ptr<Model> make_gpt(const ModelSpec& spec, const ModelInit& init) {
   MPIACCEL_CHECK(spec.n_layer >= 1 && spec.n_head >= 1 && spec.n_embd >= 1 &&
                      spec.vocab_size >= 1 && spec.block_size >= 1,
                  "GPT sizes must be positive (n_layer, n_head, n_embd, vocab_size, block_size)");
@@ -201,7 +203,7 @@ std::shared_ptr<Model> make_gpt(const ModelSpec& spec) {
                                                      std::to_string(spec.n_head));
   MPIACCEL_CHECK(spec.dropout >= 0.0 && spec.dropout < 1.0,
                  "[model] dropout " + std::to_string(spec.dropout) + " is not in [0, 1)");
-  return std::make_shared<Gpt>(spec);
+  return std::make_shared<Gpt>(spec, init);
 }
 
 }  // namespace mpiaccel::detail

@@ -3,8 +3,11 @@
 #include <torch/nn/module.h>
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "models/deferred.hpp"
 #include "models/families.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/models.hpp"
@@ -24,11 +27,26 @@ ModelSpec ModelSpec::from(const ModelConfig& model, int64_t seq_len) {
   return spec;
 }
 
-std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec) {
-  if (kind == "gpt") return detail::make_gpt(spec);
-  if (kind == "mlp") return detail::make_mlp(spec);
-  if (kind == "cnn") return detail::make_cnn(spec);
+std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec,
+                                  const ModelInit& init) {
+  std::optional<detail::DeferredBuildScope> unmapping;
+  if (init.deferred) unmapping.emplace();
+  if (kind == "gpt") return detail::make_gpt(spec, init);
+  if (kind == "mlp") return detail::make_mlp(spec, init);
+  if (kind == "cnn") return detail::make_cnn(spec, init);
   MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, mlp, cnn");
+}
+
+std::vector<std::string> model_unit_classes(const std::string& kind) {
+  if (kind == "gpt") return {"DecoderLayer"};
+  if (kind == "mlp") return {"MlpBlock"};
+  return {};
+}
+
+bool has_deferred_parameters(const torch::nn::Module& module) {
+  for (const at::Tensor& p : module.parameters(/*recurse=*/true))
+    if (p.numel() > 0 && p.has_storage() && p.storage().data() == nullptr) return true;
+  return false;
 }
 
 std::shared_ptr<torch::nn::Module> as_module(const std::shared_ptr<Model>& model) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "models/deferred.hpp"
 #include "models/families.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/models.hpp"
@@ -36,8 +37,9 @@ void check_images(const at::Tensor& input, const char* model) {
 /// Linear + GELU: the MLP's unit.
 class MlpBlock : public torch::nn::Module {
  public:
-  MlpBlock(int64_t in, int64_t out, double dropout) : torch::nn::Module("MlpBlock") {
-    fc_ = register_module("fc", torch::nn::Linear(in, out));
+  MlpBlock(int64_t in, int64_t out, double dropout, const ModelInit& init)
+      : torch::nn::Module("MlpBlock") {
+    fc_ = register_module("fc", built(torch::nn::Linear(in, out), init));
     dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
   }
   at::Tensor forward(const at::Tensor& x) { return dropout_->forward(at::gelu(fc_->forward(x))); }
@@ -49,15 +51,15 @@ class MlpBlock : public torch::nn::Module {
 
 class Mlp : public torch::nn::Module, public HasUnits, public Model {
  public:
-  explicit Mlp(const ModelSpec& spec) : torch::nn::Module("MLP") {
+  Mlp(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("MLP") {
     blocks_ = register_module("blocks", torch::nn::ModuleList());
     int64_t width = kPixels;
     for (int64_t i = 0; i < spec.mlp_layers; ++i) {
-      layers_.push_back(std::make_shared<MlpBlock>(width, spec.hidden_size, spec.dropout));
+      layers_.push_back(std::make_shared<MlpBlock>(width, spec.hidden_size, spec.dropout, init));
       blocks_->push_back(layers_.back());
       width = spec.hidden_size;
     }
-    head_ = register_module("head", torch::nn::Linear(width, kClasses));
+    head_ = register_module("head", built(torch::nn::Linear(width, kClasses), init));
   }
 
   at::Tensor forward(const at::Tensor& input) override {
@@ -82,13 +84,13 @@ class Mlp : public torch::nn::Module, public HasUnits, public Model {
 
 class Cnn : public torch::nn::Module, public Model {
  public:
-  explicit Cnn(const ModelSpec& spec) : torch::nn::Module("CNN") {
+  Cnn(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("CNN") {
     using torch::nn::Conv2dOptions;
-    conv1_ = register_module("conv1", torch::nn::Conv2d(Conv2dOptions(1, 32, 3).padding(1)));
-    conv2_ = register_module("conv2", torch::nn::Conv2d(Conv2dOptions(32, 64, 3).padding(1)));
-    fc_ = register_module("fc", torch::nn::Linear(64 * 7 * 7, spec.hidden_size));
+    conv1_ = register_module("conv1", built(torch::nn::Conv2d(Conv2dOptions(1, 32, 3).padding(1)), init));
+    conv2_ = register_module("conv2", built(torch::nn::Conv2d(Conv2dOptions(32, 64, 3).padding(1)), init));
+    fc_ = register_module("fc", built(torch::nn::Linear(64 * 7 * 7, spec.hidden_size), init));
     dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));
-    head_ = register_module("head", torch::nn::Linear(spec.hidden_size, kClasses));
+    head_ = register_module("head", built(torch::nn::Linear(spec.hidden_size, kClasses), init));
   }
 
   at::Tensor forward(const at::Tensor& input) override {
@@ -122,15 +124,15 @@ void check_vision_spec(const ModelSpec& spec) {
 
 }  // namespace
 
-std::shared_ptr<Model> make_mlp(const ModelSpec& spec) {
+std::shared_ptr<Model> make_mlp(const ModelSpec& spec, const ModelInit& init) {
   check_vision_spec(spec);
   MPIACCEL_CHECK(spec.mlp_layers >= 1, "[model] mlp_layers must be at least 1");
-  return std::make_shared<Mlp>(spec);
+  return std::make_shared<Mlp>(spec, init);
 }
 
-std::shared_ptr<Model> make_cnn(const ModelSpec& spec) {
+std::shared_ptr<Model> make_cnn(const ModelSpec& spec, const ModelInit& init) {
   check_vision_spec(spec);
-  return std::make_shared<Cnn>(spec);
+  return std::make_shared<Cnn>(spec, init);
 }
 
 }  // namespace mpiaccel::detail

@@ -22,6 +22,11 @@ at::ScalarType resolve(const std::string& key, const std::string& value, at::Sca
 
 }  // namespace
 
+std::optional<at::ScalarType> wire_dtype(at::ScalarType policy_dtype) {
+  if (policy_dtype == at::kFloat) return std::nullopt;
+  return policy_dtype;
+}
+
 std::string precision_dtype_name(at::ScalarType dtype) {
   switch (dtype) {
     case at::kFloat: return "fp32";

@@ -5,12 +5,14 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/data.hpp"
@@ -91,6 +93,46 @@ void maybe_inject_stall(int rank, int64_t step) {
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
 }
 
+std::vector<std::string> class_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (char c : text + ",") {
+    if (c != ',') {
+      if (c != ' ' && c != '\t') item += c;
+    } else if (!item.empty()) {
+      out.push_back(item);
+      item.clear();
+    }
+  }
+  return out;
+}
+
+// [fsdp] cpu_ram_efficient_loading (docs/fsdp.md "Memory-efficient init"):
+// with a sharding strategy, ranks >= 1 build the model without memory and
+// FSDP streams rank 0's shards to them. Units then start sharded and are
+// gathered when the model runs them through units().run, so every unit the
+// wrap policy picks must be one the model runs that way; otherwise (a policy
+// that may pick other modules) every rank builds in full, and `why_not` says
+// why. The answer is the same on every rank (config and model kind only).
+bool deferred_init_allowed(const Config& config, std::string& why_not) {
+  const bool sharded = config.distributed.strategy == "fsdp" ||
+                       (config.distributed.strategy == "zero" && config.zero.stage == 3);
+  if (!sharded || !config.fsdp.cpu_ram_efficient_loading) return false;
+  const std::string& policy = config.fsdp.auto_wrap_policy;
+  if (policy == "NO_WRAP") return true;
+  if (policy == "TRANSFORMER_BASED_WRAP") {
+    const std::vector<std::string> runs = model_unit_classes(config.train.model);
+    for (const std::string& cls : class_list(config.fsdp.transformer_layer_cls_to_wrap))
+      if (std::find(runs.begin(), runs.end(), cls) == runs.end()) {
+        why_not = "class " + cls + " is not one the " + config.train.model + " model runs through units().run";
+        return false;
+      }
+    return true;
+  }
+  why_not = "auto_wrap_policy = " + policy + " may pick modules the model does not run through units().run";
+  return false;
+}
+
 std::string at_step(int64_t step, const char* phase) {
   return "step " + std::to_string(step) + ": " + phase;
 }
@@ -106,7 +148,16 @@ TrainResult train(Accelerator& acc) {
 
   // Identical initialisation on every rank (DDP also broadcasts rank 0's).
   acc.set_seed(static_cast<uint64_t>(config.distributed.seed));
-  auto model = make_model(tc.model, ModelSpec::from(config.model, tc.seq_len));
+  ModelInit init;
+  std::string why_not;
+  if (deferred_init_allowed(config, why_not) && acc.world_size() > 1) {
+    // Rank 0's values are streamed to the others: only rank 0 materialises them.
+    init.deferred = !acc.is_main_process();
+    init.device = acc.device();
+  } else if (!why_not.empty()) {
+    acc.print("[fsdp] cpu_ram_efficient_loading: every rank builds the full model (" + why_not + ")");
+  }
+  auto model = make_model(tc.model, ModelSpec::from(config.model, tc.seq_len), init);
   auto optimizer = detail::make_optimizer(config.optimizer, model->module());
   acc.prepare(as_module(model), optimizer);
   // Dropout masks differ per rank, like independent data-parallel workers.
@@ -128,7 +179,8 @@ TrainResult train(Accelerator& acc) {
             " parameters) on " + tc.dataset + " (" + std::to_string(train_data->size()) +
             " training samples), strategy " + acc.strategy().name() + " on " +
             std::to_string(acc.world_size()) + " rank(s), global batch " +
-            std::to_string(tc.batch_size * tc.grad_accum_steps * acc.world_size()));
+            std::to_string(tc.batch_size * tc.grad_accum_steps * acc.world_size()) + ", precision " +
+            acc.precision().describe());
 
   detail::MetricsLog metrics(config.logging.metrics_file, acc.is_main_process());
   detail::Progress progress(config.logging.progress, acc.is_main_process());

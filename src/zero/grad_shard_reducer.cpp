@@ -10,17 +10,19 @@
 
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
+#include "mpiaccel/precision.hpp"
 
 namespace mpiaccel::detail {
 
 GradShardReducer::GradShardReducer(std::vector<at::Tensor> params, std::vector<std::string> names,
                                    std::vector<ParamShard> shards,
                                    std::shared_ptr<Communicator> comm, int64_t first_bucket_bytes,
-                                   int64_t bucket_bytes)
+                                   int64_t bucket_bytes, std::optional<at::ScalarType> reduce_dtype)
     : params_(std::move(params)),
       names_(std::move(names)),
       shards_(std::move(shards)),
-      comm_(std::move(comm)) {
+      comm_(std::move(comm)),
+      reduce_dtype_(reduce_dtype) {
   MPIACCEL_CHECK(comm_, "ZeRO-2 reducer: no communicator");
   MPIACCEL_CHECK(names_.size() == params_.size() && shards_.size() == params_.size(),
                  "ZeRO-2 reducer: one name and one shard per parameter needed");
@@ -34,7 +36,13 @@ GradShardReducer::GradShardReducer(std::vector<at::Tensor> params, std::vector<s
                    "ZeRO-2: parameter " + names_[i] + " is not a leaf that requires grad");
     infos[i] = GradInfo{p.scalar_type(), p.device(), p.numel() * p.element_size()};
   }
-  inverse_world_ = at::scalar_tensor(1.0 / world, at::kDouble);
+  if (reduce_dtype_ && c10::elementSize(*reduce_dtype_) < 4 && world > 1) {
+    const auto [pre, post] = gradient_divide_factors(world);
+    pre_scale_ = at::scalar_tensor(1.0 / pre, at::kDouble);
+    if (post != 1.0) post_scale_ = at::scalar_tensor(1.0 / post, at::kDouble);
+  } else {
+    pre_scale_ = at::scalar_tensor(1.0 / world, at::kDouble);
+  }
   fired_.assign(n, 0);
   ready_.assign(n, 0);
 
@@ -118,7 +126,8 @@ void GradShardReducer::mark_ready(size_t i) {
   const int world = comm_->size();
   if (!bucket.input.defined())
     // Zeros: the padding rows are reduced too, and must not be NaN garbage.
-    bucket.input = at::zeros({bucket.block * world}, bucket.output.options());
+    bucket.input = at::zeros({bucket.block * world},
+                             bucket.output.options().dtype(reduce_dtype_.value_or(bucket.output.scalar_type())));
   at::Tensor& grad = params_[i].mutable_grad();
   if (grad.defined()) {
     const at::Tensor flat = grad.detach().contiguous();
@@ -128,7 +137,7 @@ void GradShardReducer::mark_ready(size_t i) {
       at::Tensor slot = bucket.input.narrow(0, r * bucket.block + bucket.offsets[s], count);
       const at::Tensor rows = flat_rows(flat, shards_[i], r);
       // Dividing during the copy costs no extra pass and keeps fp16 sums in range.
-      if (world > 1) at::mul_out(slot, rows, inverse_world_);
+      if (world > 1) at::mul_out(slot, rows, pre_scale_);
       else slot.copy_(rows);
     }
     // The full gradient is not needed any more: this rank keeps only its rows.
@@ -143,8 +152,8 @@ void GradShardReducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& bucket = buckets_[next_bucket_++];
     at::Tensor target = bucket.output;
-    if (accumulate_) {
-      bucket.scratch = at::empty_like(bucket.output);
+    if (accumulate_ || bucket.input.scalar_type() != bucket.output.scalar_type()) {
+      bucket.scratch = at::empty({bucket.block}, bucket.input.options());
       target = bucket.scratch;
     }
     bucket.work = comm_->reduce_scatter_async(target, bucket.input, ReduceOp::Sum);
@@ -190,7 +199,14 @@ void GradShardReducer::finalize_locked() {
   for (Bucket& bucket : buckets_) {
     bucket.work->wait();
     bucket.work.reset();
-    if (bucket.scratch.defined()) bucket.output.add_(bucket.scratch);
+    if (bucket.scratch.defined()) {
+      at::Tensor sum = bucket.scratch.to(bucket.output.scalar_type());
+      if (post_scale_.defined()) sum.mul_(post_scale_);
+      if (accumulate_) bucket.output.add_(sum);
+      else bucket.output.copy_(sum);
+    } else if (post_scale_.defined()) {
+      bucket.output.mul_(post_scale_);
+    }
     bucket.scratch = at::Tensor();
     bucket.input = at::Tensor();
   }
@@ -244,6 +260,15 @@ std::vector<std::vector<size_t>> GradShardReducer::bucket_assignment() const {
   std::vector<std::vector<size_t>> out;
   for (const Bucket& bucket : buckets_) out.push_back(bucket.params);
   return out;
+}
+
+int64_t GradShardReducer::reduced_bytes_per_step() const {
+  int64_t bytes = 0;
+  for (const Bucket& bucket : buckets_) {
+    const auto dtype = reduce_dtype_.value_or(bucket.output.scalar_type());
+    bytes += bucket.block * comm_->size() * static_cast<int64_t>(c10::elementSize(dtype));
+  }
+  return bytes;
 }
 
 int64_t GradShardReducer::iterations() const {

@@ -26,12 +26,17 @@
 //   communicated; full gradients accumulate in param.grad as in DDP (so during
 //   such a window a rank holds full gradients), and the next synchronized
 //   backward reduce-scatters the sums and frees them.
+// - reduce_dtype (mixed precision): the padded input is built in that dtype
+//   (the copy into it casts), reduce-scattered in it, and the result is cast
+//   back into the fp32 shard gradients; 16-bit reductions divide by `pre`
+//   before and `post` after the sum (gradient_divide_factors), as DDP does.
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,7 +58,8 @@ class GradShardReducer {
   /// constructs it with the same parameter list.
   GradShardReducer(std::vector<at::Tensor> params, std::vector<std::string> names,
                    std::vector<ParamShard> shards, std::shared_ptr<Communicator> comm,
-                   int64_t first_bucket_bytes, int64_t bucket_bytes);
+                   int64_t first_bucket_bytes, int64_t bucket_bytes,
+                   std::optional<at::ScalarType> reduce_dtype = std::nullopt);
   /// Removes the hooks and waits for in-flight reduce-scatters. Never throws.
   ~GradShardReducer();
   GradShardReducer(const GradShardReducer&) = delete;
@@ -77,6 +83,9 @@ class GradShardReducer {
   std::vector<std::vector<size_t>> bucket_assignment() const;
   /// Synchronized backwards completed.
   int64_t iterations() const;
+  /// Bytes each synchronized backward feeds into reduce-scatters (the padded
+  /// inputs, in the reduce dtype).
+  int64_t reduced_bytes_per_step() const;
 
  private:
   struct Bucket {
@@ -84,8 +93,8 @@ class GradShardReducer {
     std::vector<int64_t> offsets;  // of each parameter's slot inside a block
     int64_t block = 0;             // elements per rank block
     at::Tensor output;             // this rank's block: the shard gradients
-    at::Tensor input;              // N blocks, only while in flight
-    at::Tensor scratch;            // reduce-scatter target when accumulating
+    at::Tensor input;              // N blocks in the reduce dtype, only while in flight
+    at::Tensor scratch;            // reduce-scatter target when accumulating or casting
     size_t pending = 0;
     WorkHandle work;
   };
@@ -102,7 +111,9 @@ class GradShardReducer {
   std::vector<ParamShard> shards_;
   std::shared_ptr<Communicator> comm_;
   std::unique_ptr<GradReadyHooks> hooks_;
-  at::Tensor inverse_world_;  // 0-d double: 1 / world size
+  std::optional<at::ScalarType> reduce_dtype_;
+  at::Tensor pre_scale_;   // 0-d double: applied in the copy into the input
+  at::Tensor post_scale_;  // 0-d double: applied after the sum; undefined = none
 
   mutable std::mutex mutex_;
   std::vector<Bucket> buckets_;

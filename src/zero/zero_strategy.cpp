@@ -30,8 +30,9 @@ int64_t megabytes_to_bytes(double mb, const char* key) {
 
 }  // namespace
 
-ZeroStrategy::ZeroStrategy(const ZeroConfig& config, std::shared_ptr<Communicator> comm)
-    : config_(config), comm_(std::move(comm)) {
+ZeroStrategy::ZeroStrategy(const ZeroConfig& config, std::shared_ptr<Communicator> comm,
+                           const PrecisionPolicy& precision)
+    : config_(config), reduce_dtype_(wire_dtype(precision.reduce_dtype)), comm_(std::move(comm)) {
   MPIACCEL_CHECK(comm_, "ZeRO: no communicator");
   MPIACCEL_CHECK(config_.stage == 1 || config_.stage == 2,
                  "ZeroStrategy runs [zero] stage 1 or 2, got " + std::to_string(config_.stage) +
@@ -92,11 +93,12 @@ void ZeroStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
     options.bucket_bytes = reduce_bytes;
     // .grad IS the bucket view: full gradients are held once (4Ψ in fp32), not twice.
     options.gradient_as_bucket_view = true;
+    options.reduce_dtype = reduce_dtype_;
     all_reducer_ = std::make_unique<Reducer>(params_, names_, comm_, options);
     all_reducer_->set_gradient_sync(sync_);
   } else {
     shard_reducer_ = std::make_unique<GradShardReducer>(params_, names_, shards_, comm_,
-                                                        first_bucket, reduce_bytes);
+                                                        first_bucket, reduce_bytes, reduce_dtype_);
     shard_reducer_->set_gradient_sync(sync_);
   }
   gather_ = std::make_unique<ParamGather>(
@@ -242,17 +244,18 @@ GradShardReducer& ZeroStrategy::shard_reducer() {
 }  // namespace detail
 
 std::unique_ptr<Strategy> make_zero_strategy(const ZeroConfig& config,
-                                             std::shared_ptr<Communicator> comm) {
+                                             std::shared_ptr<Communicator> comm,
+                                             const PrecisionPolicy& precision) {
   if (config.stage == 0) {
     MPIACCEL_CHECK(config.offload_optimizer == "none" && config.offload_param == "none",
                    "[zero] stage = 0 is plain DDP and offloads nothing: set offload_optimizer = "
                    "none and offload_param = none, or use stage 1 or 2");
     DdpConfig ddp;
     ddp.bucket_cap_mb = config.reduce_bucket_mb;
-    return make_ddp_strategy(ddp, std::move(comm));
+    return make_ddp_strategy(ddp, std::move(comm), precision);
   }
   if (config.stage == 3) MPIACCEL_THROW("[zero] stage 3 is FSDP full shard: handled by make_strategy");
-  return std::make_unique<detail::ZeroStrategy>(config, std::move(comm));
+  return std::make_unique<detail::ZeroStrategy>(config, std::move(comm), precision);
 }
 
 }  // namespace mpiaccel

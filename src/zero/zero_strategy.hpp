@@ -19,12 +19,14 @@
 // shard gradient.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "ddp/reducer.hpp"
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
 #include "zero/grad_shard_reducer.hpp"
 #include "zero/param_gather.hpp"
@@ -34,7 +36,8 @@ namespace mpiaccel::detail {
 
 class ZeroStrategy final : public Strategy {
  public:
-  ZeroStrategy(const ZeroConfig& config, std::shared_ptr<Communicator> comm);
+  ZeroStrategy(const ZeroConfig& config, std::shared_ptr<Communicator> comm,
+               const PrecisionPolicy& precision = {});
 
   std::string name() const override { return "zero" + std::to_string(config_.stage); }
   void prepare(std::shared_ptr<torch::nn::Module> model,
@@ -70,6 +73,7 @@ class ZeroStrategy final : public Strategy {
   void attach_shard_grads();
 
   ZeroConfig config_;
+  std::optional<at::ScalarType> reduce_dtype_;  // gradient collectives (mixed precision)
   std::shared_ptr<Communicator> comm_;
   bool offload_ = false;
   bool sync_ = true;

@@ -56,8 +56,9 @@ def main():
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0)
-    parser.add_argument("--comm-hook", choices=["none", "bf16"], default="none",
-                        help="bf16: torch's bf16_compress_hook (all-reduce in bf16)")
+    parser.add_argument("--comm-hook", choices=["none", "fp16"], default="none",
+                        help="fp16: torch's fp16_compress_hook (all-reduce in fp16; its "
+                             "bf16 hook refuses to run without CUDA)")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -70,9 +71,9 @@ def main():
 
     torch.manual_seed(0)
     model = DistributedDataParallel(make_model(), bucket_cap_mb=args.bucket_cap_mb)
-    if args.comm_hook == "bf16":
+    if args.comm_hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-        model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     if args.optimizer == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     else:

@@ -4,6 +4,8 @@
 #include <c10/util/Half.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
 
 #include "mpiaccel/error.hpp"
@@ -41,13 +43,35 @@ void reduce_16(void* in, void* inout, int* length, MPI_Datatype*) {
     b[i] = T(f(static_cast<float>(a[i]), static_cast<float>(b[i])));
 }
 
+// bf16 sum, the gradient all-reduce of mixed precision: the same arithmetic
+// as reduce_16<c10::BFloat16, Plus> (widen, add in float, round to nearest
+// even, NaN -> 0x7FC0), written on the bit patterns without branches so the
+// compiler vectorises it; the generic loop runs ~10x slower and would cost
+// more than the bytes bf16 saves.
+void sum_bfloat16(void* in, void* inout, int* length, MPI_Datatype*) {
+  const uint16_t* a = static_cast<const uint16_t*>(in);
+  uint16_t* b = static_cast<uint16_t*>(inout);
+  const int n = *length;
+  for (int i = 0; i < n; ++i) {
+    const uint32_t ua = uint32_t{a[i]} << 16, ub = uint32_t{b[i]} << 16;
+    float fa, fb;
+    std::memcpy(&fa, &ua, sizeof fa);
+    std::memcpy(&fb, &ub, sizeof fb);
+    const float sum = fa + fb;
+    uint32_t us;
+    std::memcpy(&us, &sum, sizeof us);
+    const uint32_t rounded = (us + 0x7FFFu + ((us >> 16) & 1u)) >> 16;
+    b[i] = (us & 0x7FFFFFFFu) > 0x7F800000u ? uint16_t{0x7FC0} : static_cast<uint16_t>(rounded);
+  }
+}
+
 void create() {
   MPIACCEL_CHECK_MPI(MPI_Type_contiguous(2, MPI_BYTE, &two_bytes));
   MPIACCEL_CHECK_MPI(MPI_Type_commit(&two_bytes));
   MPIACCEL_CHECK_MPI(MPI_Op_create(&reduce_16<c10::Half, Plus>, 1, &half_ops[0]));
   MPIACCEL_CHECK_MPI(MPI_Op_create(&reduce_16<c10::Half, Larger>, 1, &half_ops[1]));
   MPIACCEL_CHECK_MPI(MPI_Op_create(&reduce_16<c10::Half, Smaller>, 1, &half_ops[2]));
-  MPIACCEL_CHECK_MPI(MPI_Op_create(&reduce_16<c10::BFloat16, Plus>, 1, &bfloat16_ops[0]));
+  MPIACCEL_CHECK_MPI(MPI_Op_create(&sum_bfloat16, 1, &bfloat16_ops[0]));
   MPIACCEL_CHECK_MPI(MPI_Op_create(&reduce_16<c10::BFloat16, Larger>, 1, &bfloat16_ops[1]));
   MPIACCEL_CHECK_MPI(MPI_Op_create(&reduce_16<c10::BFloat16, Smaller>, 1, &bfloat16_ops[2]));
 }

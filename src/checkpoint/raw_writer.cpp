@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 
 #include "mpiaccel/error.hpp"
 
@@ -62,40 +63,73 @@ void RawWriter::write_fd(int fd, const char* data, int64_t bytes, int64_t offset
   }
 }
 
+// One O_DIRECT write of `len` aligned bytes: how many were written before an
+// error or a short write (then `*err` is the errno, 0 for a short write).
+int64_t pwrite_direct(int fd, const char* from, int64_t len, int64_t offset, int* err) {
+  int64_t done = 0;
+  *err = 0;
+  while (done < len) {
+    const ssize_t n = ::pwrite(fd, from + done, static_cast<size_t>(len - done), offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) *err = errno;
+    if (n <= 0 || n % kDirectAlign != 0) return done + std::max<ssize_t>(n, 0);
+    done += n;
+  }
+  return done;
+}
+
 void RawWriter::write_direct(const char* data, int64_t bytes, int64_t offset) {
   // data, bytes and offset are multiples of kDirectAlign here except `data`.
   const bool aligned = reinterpret_cast<uintptr_t>(data) % kDirectAlign == 0;
-  if (!aligned && !stage_) {
-    void* p = nullptr;
-    MPIACCEL_CHECK(::posix_memalign(&p, kDirectAlign, kStageBytes) == 0,
-                   "out of memory for the checkpoint's 8 MiB write buffer");
-    stage_ = static_cast<char*>(p);
-  }
-  while (bytes > 0) {
-    const int64_t len = aligned ? bytes : std::min(bytes, kStageBytes);
-    const char* from = data;
-    if (!aligned) {
-      std::memcpy(stage_, data, static_cast<size_t>(len));
-      from = stage_;
-    }
-    const ssize_t n = ::pwrite(direct_fd_, from, static_cast<size_t>(len), offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EINVAL) {
-      // The device wants a larger alignment than 4 KiB: go buffered from here on.
+  // A chunk that did not go through whole: EINVAL means the device wants a
+  // larger alignment than 4 KiB (go buffered from here on); other errors and
+  // short writes (disk full) are finished or reported, with their errno, by
+  // the buffered descriptor.
+  auto fall_back = [&](int64_t from, int err) {
+    if (err == EINVAL) {
       ::close(direct_fd_);
       direct_fd_ = -1;
-      return write_fd(buffered_fd_, data, bytes, offset);
     }
-    if (n <= 0 || n % kDirectAlign != 0) {
-      // An error, or a short write (disk full) that the page cache can finish
-      // or report: the buffered descriptor says which, with its errno.
-      const int64_t done = std::max<ssize_t>(n, 0);
-      return write_fd(buffered_fd_, data + done, bytes - done, offset + done);
-    }
-    data += n;
-    bytes -= n;
-    offset += n;
+    write_fd(buffered_fd_, data + from, bytes - from, offset + from);
+  };
+  if (aligned) {
+    int err = 0;
+    const int64_t done = pwrite_direct(direct_fd_, data, bytes, offset, &err);
+    if (done < bytes) fall_back(done, err);
+    return;
   }
+  if (!stage_) {
+    void* p = nullptr;
+    MPIACCEL_CHECK(::posix_memalign(&p, kDirectAlign, 2 * kStageBytes) == 0,
+                   "out of memory for the checkpoint's 2 x 8 MiB write buffer");
+    stage_ = static_cast<char*>(p);
+  }
+  struct Chunk {
+    int64_t begin = 0, len = 0, done = 0;
+    int err = 0;
+  };
+  std::future<Chunk> in_flight;
+  // Waits for the chunk in flight; false (after falling back) if it failed.
+  auto finish = [&]() {
+    if (!in_flight.valid()) return true;
+    const Chunk c = in_flight.get();
+    if (c.done == c.len) return true;
+    fall_back(c.begin + c.done, c.err);
+    return false;
+  };
+  int half = 0;
+  for (int64_t begin = 0; begin < bytes; begin += kStageBytes, half ^= 1) {
+    const int64_t len = std::min(bytes - begin, kStageBytes);
+    char* stage = stage_ + half * kStageBytes;
+    std::memcpy(stage, data + begin, static_cast<size_t>(len));  // overlaps the write in flight
+    if (!finish()) return;
+    in_flight = std::async(std::launch::async, [fd = direct_fd_, stage, begin, len, offset] {
+      Chunk c{begin, len};
+      c.done = pwrite_direct(fd, stage, len, offset + begin, &c.err);
+      return c;
+    });
+  }
+  finish();
 }
 
 void RawWriter::write(const void* data, int64_t bytes, int64_t offset) {

@@ -21,9 +21,11 @@ class RawWriter {
   RawWriter& operator=(const RawWriter&) = delete;
 
   /// Writes `bytes` bytes at file offset `offset`. The 4 KiB-aligned middle
-  /// goes with O_DIRECT (through an aligned staging buffer unless `data` is
-  /// aligned there too), the edges and everything on file systems without
-  /// O_DIRECT through the page cache. Throws with the errno text.
+  /// goes with O_DIRECT (through a double-buffered aligned staging area unless
+  /// `data` is aligned there too: the copy of one chunk overlaps the write of
+  /// the previous one, on a helper thread that makes no HDF5 call), the edges
+  /// and everything on file systems without O_DIRECT through the page cache.
+  /// Throws with the errno text.
   void write(const void* data, int64_t bytes, int64_t offset);
   /// fdatasync, then close: on return the bytes written here, and whatever
   /// this node's page cache holds of the file, are on the disk. Throws.
@@ -37,7 +39,7 @@ class RawWriter {
 
   std::string path_;
   int buffered_fd_ = -1, direct_fd_ = -1;
-  char* stage_ = nullptr;
+  char* stage_ = nullptr;  // two kStageBytes halves: one is copied into while the other is written
 };
 
 }  // namespace mpiaccel::detail

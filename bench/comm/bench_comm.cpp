@@ -5,9 +5,9 @@
 //
 // For each op (all_reduce, reduce_scatter, all_gather) and size (4 KiB to
 // 256 MiB, x4), three ways of running it, interleaved in the same run:
-//  - "ours": the async call, then wait() — what a caller of the communicator
-//    gets (wait() may run a not-yet-started op on the calling thread, see
-//    src/comm/comm_thread.hpp);
+//  - "ours": the blocking call (Communicator::all_reduce, ...) — what a caller
+//    of the communicator gets: the op runs on the calling thread and the
+//    communication thread is not woken for it (src/comm/comm_thread.hpp);
 //  - "thread": the async call, then the caller polls test() (with a yield)
 //    before wait(), so the op always runs on the communication thread — the
 //    path DDP's overlap takes, hand-off cost included;
@@ -72,10 +72,10 @@ void on_thread(const mpiaccel::WorkHandle& work) {
 
 Row measure(const std::string& op, int64_t bytes, int ranks, double factor, MPI_Comm comm,
             const std::function<mpiaccel::WorkHandle()>& start,
-            const std::function<void()>& raw) {
+            const std::function<void()>& blocking, const std::function<void()>& raw) {
   const int iters = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / bytes, 3, 200));
   const std::function<void()> sides[3] = {
-      [&] { start()->wait(); }, [&] { on_thread(start()); }, raw};
+      blocking, [&] { on_thread(start()); }, raw};
   double best[3] = {1e30, 1e30, 1e30};
   for (const auto& side : sides) side();  // warm-up: page faults, MPI's internal buffers
   for (int round = 0; round < kRounds; ++round)
@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
     rows.push_back(measure(
         "all_reduce", used, n, reduce_factor, raw,
         [&] { return comm->all_reduce_async(full, mpiaccel::ReduceOp::Sum); },
+        [&] { comm->all_reduce(full, mpiaccel::ReduceOp::Sum); },
         [&] {
           MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, f, static_cast<int>(count), MPI_FLOAT,
                                            MPI_SUM, raw));
@@ -133,6 +134,7 @@ int main(int argc, char** argv) {
     rows.push_back(measure(
         "reduce_scatter", used, n, gather_factor, raw,
         [&] { return comm->reduce_scatter_async(part, full, mpiaccel::ReduceOp::Sum); },
+        [&] { comm->reduce_scatter(part, full, mpiaccel::ReduceOp::Sum); },
         [&] {
           MPIACCEL_CHECK_MPI(MPI_Reduce_scatter_block(f, p, static_cast<int>(block), MPI_FLOAT,
                                                       MPI_SUM, raw));
@@ -140,6 +142,7 @@ int main(int argc, char** argv) {
     rows.push_back(measure(
         "all_gather", used, n, gather_factor, raw,
         [&] { return comm->all_gather_async(full, part); },
+        [&] { comm->all_gather(full, part); },
         [&] {
           MPIACCEL_CHECK_MPI(MPI_Allgather(p, static_cast<int>(block), MPI_FLOAT, f,
                                            static_cast<int>(block), MPI_FLOAT, raw));

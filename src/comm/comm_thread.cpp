@@ -264,6 +264,13 @@ CommThread::~CommThread() {
   watcher_.join();
 }
 
+namespace {
+thread_local bool caller_waits = false;
+}  // namespace
+
+CallerWaitsScope::CallerWaitsScope() : previous_(caller_waits) { caller_waits = true; }
+CallerWaitsScope::~CallerWaitsScope() { caller_waits = previous_; }
+
 std::chrono::milliseconds CommThread::timeout() const { return queue_->timeout; }
 
 std::shared_ptr<QueuedWork> CommThread::enqueue(std::string name, std::string description,
@@ -276,13 +283,14 @@ std::shared_ptr<QueuedWork> CommThread::enqueue(std::string name, std::string de
     queue_->update_runnable();
     // While it polls, the thread sees `runnable` without a wake-up call; while
     // the slot is taken, whoever frees it wakes the thread.
-    wake = queue_->server_sleeping && !queue_->running;
+    wake = queue_->server_sleeping && !queue_->running && !caller_waits;
   }
   if (wake) queue_->server_cv.notify_one();
   return work;
 }
 
 void CommThread::run(std::string name, std::string description, std::function<void()> body) {
+  CallerWaitsScope caller_waits_here;
   enqueue(std::move(name), std::move(description), std::move(body))->wait();
 }
 

@@ -53,6 +53,22 @@ namespace mpiaccel::detail {
 
 struct CommQueue;
 
+/// While alive, the calling thread promises to wait() at once for the ops it
+/// enqueues (the blocking Communicator calls). enqueue() then does not wake a
+/// sleeping communication thread for them: the waiter runs them itself, and
+/// a wake-up would only put a second thread on a core the caller's own MPI
+/// progress needs. Nests; per thread.
+class CallerWaitsScope {
+ public:
+  CallerWaitsScope();
+  ~CallerWaitsScope();
+  CallerWaitsScope(const CallerWaitsScope&) = delete;
+  CallerWaitsScope& operator=(const CallerWaitsScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 /// The Work handle of a task on a CommThread.
 class QueuedWork final : public Work {
  public:

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "mpiaccel/comm.hpp"
+#include "comm/comm_thread.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel {
@@ -63,27 +64,35 @@ void wait_all(const std::vector<WorkHandle>& works) {
 }
 
 void Communicator::all_reduce(at::Tensor tensor, ReduceOp op) {
+  detail::CallerWaitsScope caller_waits;
   all_reduce_async(std::move(tensor), op)->wait();
 }
 
 void Communicator::reduce_scatter(at::Tensor output, at::Tensor input, ReduceOp op) {
+  detail::CallerWaitsScope caller_waits;
   reduce_scatter_async(std::move(output), std::move(input), op)->wait();
 }
 
 void Communicator::all_gather(at::Tensor output, at::Tensor input) {
+  detail::CallerWaitsScope caller_waits;
   all_gather_async(std::move(output), std::move(input))->wait();
 }
 
 void Communicator::all_gather_uneven(at::Tensor output, at::Tensor input,
                                      std::vector<int64_t> counts) {
+  detail::CallerWaitsScope caller_waits;
   all_gather_uneven_async(std::move(output), std::move(input), std::move(counts))->wait();
 }
 
 void Communicator::broadcast(at::Tensor tensor, int root) {
+  detail::CallerWaitsScope caller_waits;
   broadcast_async(std::move(tensor), root)->wait();
 }
 
-void Communicator::barrier() { barrier_async()->wait(); }
+void Communicator::barrier() {
+  detail::CallerWaitsScope caller_waits;
+  barrier_async()->wait();
+}
 
 double Communicator::all_reduce_scalar(double value, ReduceOp op) {
   return fold(gather_values(*this, value), op);

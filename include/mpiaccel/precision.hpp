@@ -72,6 +72,18 @@ at::ScalarType parse_precision_dtype(const std::string& name);
 /// neither the summands underflow nor the sum overflows.
 std::pair<double, double> gradient_divide_factors(int world_size);
 
+/// How a gradient reduction over `world_size` ranks divides, by the dtype on
+/// the wire (nullopt: the gradients' own): 32-bit and wider in one step,
+/// `before` = 1/world_size in the copy into the buffer; 16-bit over several
+/// ranks (`split`) in two, `before` = 1/first and `after` = 1/second of
+/// gradient_divide_factors.
+struct GradientDivision {
+  double before = 1.0;
+  double after = 1.0;
+  bool split = false;
+};
+GradientDivision gradient_division(int world_size, std::optional<at::ScalarType> wire);
+
 /// Enables autocast to `dtype` for the current thread while alive: CPU
 /// (bf16 only: LibTorch 1.13 has no CPU fp16 kernels for addmm) or CUDA (bf16,
 /// fp16), chosen by `device` ("cpu", "cuda", "cuda:N"). fp32 makes it a no-op.

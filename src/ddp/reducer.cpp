@@ -62,15 +62,9 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
                    "DDP reducer: parameter " + names_[i] + " is not a leaf that requires grad");
     infos_[i] = GradInfo{p.scalar_type(), p.device(), p.numel() * p.element_size()};
   }
-  const int world = comm_->size();
-  const bool narrow_wire = options_.reduce_dtype && c10::elementSize(*options_.reduce_dtype) < 4;
-  if (narrow_wire && world > 1) {
-    const auto [pre, post] = gradient_divide_factors(world);
-    pre_scale_ = at::scalar_tensor(1.0 / pre, at::kDouble);
-    if (post != 1.0) post_scale_ = at::scalar_tensor(1.0 / post, at::kDouble);
-  } else {
-    pre_scale_ = at::scalar_tensor(1.0 / world, at::kDouble);
-  }
+  const GradientDivision division = gradient_division(comm_->size(), options_.reduce_dtype);
+  pre_scale_ = at::scalar_tensor(division.before, at::kDouble);
+  if (division.after != 1.0) post_scale_ = at::scalar_tensor(division.after, at::kDouble);
   fired_.assign(n, 0);
   ready_.assign(n, 0);
   used_.assign(n, 0);

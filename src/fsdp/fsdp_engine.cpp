@@ -50,10 +50,11 @@ FsdpEngine::FsdpEngine(std::vector<FsdpUnit> units, std::vector<FsdpParam> param
   fired_.assign(params_.size(), 0);
   used_.assign(params_.size(), 0);
   next_in_forward_.assign(units_.size(), -1);
-  if (options_.reduce_dtype && c10::elementSize(*options_.reduce_dtype) < 4 && comms_.reduce->size() > 1) {
-    const auto [pre, post] = gradient_divide_factors(comms_.reduce->size());
-    pre_scale_ = at::scalar_tensor(1.0 / pre, at::kDouble);
-    if (post != 1.0) post_scale_ = at::scalar_tensor(1.0 / post, at::kDouble);
+  // fp32 keeps the reduce-scatter's own average (ReduceOp::Avg).
+  const GradientDivision division = gradient_division(comms_.reduce->size(), options_.reduce_dtype);
+  if (division.split) {
+    pre_scale_ = at::scalar_tensor(division.before, at::kDouble);
+    if (division.after != 1.0) post_scale_ = at::scalar_tensor(division.after, at::kDouble);
   }
 
   std::vector<at::Tensor> full_params;

@@ -27,6 +27,19 @@ std::optional<at::ScalarType> wire_dtype(at::ScalarType policy_dtype) {
   return policy_dtype;
 }
 
+GradientDivision gradient_division(int world_size, std::optional<at::ScalarType> wire) {
+  GradientDivision division;
+  division.split = wire && c10::elementSize(*wire) < 4 && world_size > 1;
+  if (!division.split) {
+    division.before = 1.0 / world_size;
+    return division;
+  }
+  const auto [first, second] = gradient_divide_factors(world_size);
+  division.before = 1.0 / first;
+  division.after = 1.0 / second;
+  return division;
+}
+
 std::string precision_dtype_name(at::ScalarType dtype) {
   switch (dtype) {
     case at::kFloat: return "fp32";

@@ -36,13 +36,9 @@ GradShardReducer::GradShardReducer(std::vector<at::Tensor> params, std::vector<s
                    "ZeRO-2: parameter " + names_[i] + " is not a leaf that requires grad");
     infos[i] = GradInfo{p.scalar_type(), p.device(), p.numel() * p.element_size()};
   }
-  if (reduce_dtype_ && c10::elementSize(*reduce_dtype_) < 4 && world > 1) {
-    const auto [pre, post] = gradient_divide_factors(world);
-    pre_scale_ = at::scalar_tensor(1.0 / pre, at::kDouble);
-    if (post != 1.0) post_scale_ = at::scalar_tensor(1.0 / post, at::kDouble);
-  } else {
-    pre_scale_ = at::scalar_tensor(1.0 / world, at::kDouble);
-  }
+  const GradientDivision division = gradient_division(world, reduce_dtype_);
+  pre_scale_ = at::scalar_tensor(division.before, at::kDouble);
+  if (division.after != 1.0) post_scale_ = at::scalar_tensor(division.after, at::kDouble);
   fired_.assign(n, 0);
   ready_.assign(n, 0);
 

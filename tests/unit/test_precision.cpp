@@ -5,6 +5,8 @@
 #define BOOST_TEST_MODULE precision
 #include <boost/test/unit_test.hpp>
 
+#include <optional>
+
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 
@@ -83,6 +85,27 @@ BOOST_AUTO_TEST_CASE(divide_factors_match_fsdp) {
     BOOST_TEST(pre == first, "world " << world);
     BOOST_TEST(pre * post == double(world), boost::test_tools::tolerance(1e-12));
   }
+}
+
+BOOST_AUTO_TEST_CASE(gradient_division_splits_only_16_bit_reductions) {
+  // fp32 (or no cast): 1/world in one step.
+  for (const auto wire : {std::optional<at::ScalarType>{}, std::optional<at::ScalarType>{at::kFloat}}) {
+    const GradientDivision d = gradient_division(4, wire);
+    BOOST_TEST(!d.split);
+    BOOST_TEST(d.before == 0.25);
+    BOOST_TEST(d.after == 1.0);
+  }
+  // bf16/fp16 over 8 ranks: FSDP's 1/4 before and 1/2 after.
+  for (const at::ScalarType wire : {at::kBFloat16, at::kHalf}) {
+    const GradientDivision d = gradient_division(8, wire);
+    BOOST_TEST(d.split);
+    BOOST_TEST(d.before == 0.25);
+    BOOST_TEST(d.after == 0.5);
+  }
+  // One rank: nothing to divide, nothing to split.
+  const GradientDivision one = gradient_division(1, at::kBFloat16);
+  BOOST_TEST(!one.split);
+  BOOST_TEST(one.before == 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(cpu_bf16_autocast) {

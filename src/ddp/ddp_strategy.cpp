@@ -119,8 +119,10 @@ Strategy::MemoryAccount DdpStrategy::memory(torch::optim::Optimizer& optimizer) 
   account.param_bytes = tensor_bytes(all_params);
   int64_t buckets = 0;
   for (int64_t bytes : reducer_->bucket_sizes()) buckets += bytes;
-  // Bucket views ARE the gradients; otherwise .grad tensors come on top.
-  account.grad_bytes = buckets + (config_.gradient_as_bucket_view ? 0 : grad_bytes(reducer_->params()));
+  // Bucket views ARE the gradients; otherwise .grad tensors come on top. A
+  // reduce_dtype cast adds the buckets' wire copies.
+  account.grad_bytes = buckets + reducer_->wire_bytes() +
+                       (config_.gradient_as_bucket_view ? 0 : grad_bytes(reducer_->params()));
   account.optimizer_bytes = optimizer_state_bytes(optimizer);
   return account;
 }

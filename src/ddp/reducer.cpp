@@ -102,6 +102,10 @@ void Reducer::build_buckets(const std::vector<std::vector<size_t>>& assignment) 
     for (size_t i : bucket.params) numel += params_[i].numel();
     const at::Tensor& first = params_[bucket.params.front()];
     bucket.flat = at::zeros({numel}, first.options().requires_grad(false));
+    // Allocated once: a fresh bucket-sized tensor every step would cost an
+    // allocation and its page faults on the hot path.
+    if (options_.reduce_dtype && *options_.reduce_dtype != bucket.flat.scalar_type())
+      bucket.wire = at::empty({numel}, bucket.flat.options().dtype(*options_.reduce_dtype));
     // Views made below the autograd view layer: plain aliases of the bucket
     // memory, not autograd views, so LibTorch's Optimizer::zero_grad() (which
     // calls grad.detach_()) works on them when they are param.grad.
@@ -189,9 +193,8 @@ void Reducer::launch_ready_buckets() {
     Bucket& bucket = buckets_[next_bucket_++];
     bucket.timing = BucketTiming{};
     bucket.timing.launched = Clock::now();
-    const bool cast = options_.reduce_dtype && *options_.reduce_dtype != bucket.flat.scalar_type();
-    if (cast) bucket.wire = bucket.flat.to(*options_.reduce_dtype);
-    bucket.work = comm_->all_reduce_async(cast ? bucket.wire : bucket.flat, ReduceOp::Sum);
+    if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);
+    bucket.work = comm_->all_reduce_async(bucket.wire.defined() ? bucket.wire : bucket.flat, ReduceOp::Sum);
   }
 }
 
@@ -261,10 +264,7 @@ void Reducer::finalize_locked(std::unique_lock<std::mutex>& /*lock*/) {
     bucket.timing.started = bucket.work->started_at();
     bucket.timing.finished = bucket.work->finished_at();
     bucket.work.reset();
-    if (bucket.wire.defined()) {
-      bucket.flat.copy_(bucket.wire);
-      bucket.wire = at::Tensor();
-    }
+    if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
     if (post_scale_.defined()) bucket.flat.mul_(post_scale_);
     last_timings_.push_back(bucket.timing);
     if (tracer.enabled())
@@ -384,9 +384,16 @@ std::vector<int64_t> Reducer::bucket_sizes() const {
 int64_t Reducer::reduced_bytes_per_step() const {
   int64_t bytes = 0;
   for (const Bucket& bucket : buckets_) {
-    const auto dtype = options_.reduce_dtype.value_or(bucket.flat.scalar_type());
-    bytes += bucket.flat.numel() * static_cast<int64_t>(c10::elementSize(dtype));
+    const at::Tensor& sent = bucket.wire.defined() ? bucket.wire : bucket.flat;
+    bytes += sent.numel() * sent.element_size();
   }
+  return bytes;
+}
+
+int64_t Reducer::wire_bytes() const {
+  int64_t bytes = 0;
+  for (const Bucket& bucket : buckets_)
+    if (bucket.wire.defined()) bytes += bucket.wire.numel() * bucket.wire.element_size();
   return bytes;
 }
 

@@ -13,7 +13,8 @@
 //   Dividing during that copy costs no extra pass over memory and keeps
 //   fp16/bf16 sums from overflowing.
 // - reduce_dtype (mixed precision): a bucket whose dtype differs is cast into
-//   a wire tensor of reduce_dtype when it launches, all-reduced in that dtype
+//   its wire tensor (reduce_dtype, allocated with the bucket) when it
+//   launches, all-reduced in that dtype
 //   (half the bytes of fp32 for bf16/fp16) and cast back into the bucket when
 //   backward ends. The division is then split as FSDP does: by `pre` in the
 //   copy into the bucket and by `post` after the sum (pre·post = world,
@@ -116,6 +117,8 @@ class Reducer {
   /// Bytes each synchronized backward all-reduces (in reduce_dtype), the
   /// status vector not included.
   int64_t reduced_bytes_per_step() const;
+  /// Bytes of the reduce_dtype copies of the buckets (0 without a cast).
+  int64_t wire_bytes() const;
   bool buckets_rebuilt() const;
   /// Timings of the buckets of the last synchronized backward.
   std::vector<BucketTiming> last_bucket_timings() const;
@@ -132,7 +135,7 @@ class Reducer {
  private:
   struct Bucket {
     at::Tensor flat;
-    at::Tensor wire;  // flat cast to reduce_dtype while in flight, else undefined
+    at::Tensor wire;  // flat's copy in reduce_dtype for the all-reduce; undefined without a cast
     std::vector<size_t> params;
     std::vector<at::Tensor> views;
     size_t pending = 0;

@@ -223,6 +223,7 @@ Strategy::MemoryAccount ZeroStrategy::memory(torch::optim::Optimizer& optimizer)
   if (all_reducer_) {
     // Bucket views are the gradients (gradient_as_bucket_view).
     for (int64_t bytes : all_reducer_->bucket_sizes()) account.grad_bytes += bytes;
+    account.grad_bytes += all_reducer_->wire_bytes();  // reduce_dtype copies, if any
   } else {
     account.grad_bytes = shard_reducer_->shard_grad_bytes() + shard_reducer_->full_grad_bytes();
   }

@@ -101,6 +101,18 @@ class Communicator {
   /// A sub-communicator of the ranks passing the same `color`, ordered by
   /// `key` (MPI_Comm_split). Collective over this communicator.
   virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
+
+  /// `bytes` of host memory (a uint8 tensor) that every rank of this
+  /// communicator maps, for tensors all-reduced again and again (DDP's
+  /// buckets). An all_reduce of a float tensor that lies inside it, at the
+  /// same offset on every rank, then runs through shared memory in place
+  /// instead of MPI messages (docs/comm.md). Carve tensors out of it with
+  /// at::from_blob, keeping the returned tensor alive in their deleter.
+  /// Returns an undefined tensor, on every rank alike, where that is not
+  /// possible: NCCL, ranks on several nodes, MPIACCEL_SHM_ALLREDUCE=0, or a
+  /// /dev/shm too small; allocate ordinary memory then. Collective over this
+  /// communicator.
+  virtual at::Tensor allocate_shared(int64_t /*bytes*/) { return at::Tensor(); }
 };
 
 /// Fails on every rank together: if `ok` is false on any rank, throws

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
 
 #include "comm/mpi_types.hpp"
+#include "comm/shm_region.hpp"
+#include "mpiaccel/log.hpp"
 #include "comm/tensor_checks.hpp"
 #include "runtime/check_mpi.hpp"
 #include "runtime/runtime_mpi.hpp"
@@ -70,6 +74,9 @@ MpiCommunicator::~MpiCommunicator() {
 WorkHandle MpiCommunicator::all_reduce_async(at::Tensor tensor, ReduceOp op) {
   check_tensor(tensor, "all_reduce", "tensor", false, "MPI");
   check_reduce_op(op, tensor.scalar_type(), "all_reduce");
+  if (auto region = region_of(tensor); region && ShmRegion::supports(tensor.scalar_type(), op))
+    return thread_->enqueue("all_reduce", describe_op("all_reduce", tensor),
+                            [region, tensor, op] { region->all_reduce(tensor, op); });
   const MPI_Datatype type = mpi_datatype(tensor.scalar_type());
   const MPI_Op mpi_op = mpi_reduce_op(op, tensor.scalar_type());
   return thread_->enqueue(
@@ -257,6 +264,50 @@ std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   });
   if (part == MPI_COMM_NULL) return nullptr;
   return std::make_shared<MpiCommunicator>(part, thread_->timeout());
+}
+
+bool MpiCommunicator::all_on_one_node() {
+  if (!all_on_one_node_) {
+    int node_size = 0;
+    thread_->run("split_type", "split_type", [&, comm = comm_] {
+      MPI_Comm node = MPI_COMM_NULL;
+      MPIACCEL_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+      MPIACCEL_CHECK_MPI(MPI_Comm_size(node, &node_size));
+      MPIACCEL_CHECK_MPI(MPI_Comm_free(&node));
+    });
+    all_on_one_node_ = node_size == size_;
+  }
+  return *all_on_one_node_;
+}
+
+at::Tensor MpiCommunicator::allocate_shared(int64_t bytes) {
+  const char* setting = std::getenv("MPIACCEL_SHM_ALLREDUCE");
+  if (size_ < 2 || (setting && std::strcmp(setting, "0") == 0) || !all_on_one_node()) return {};
+  const ShmSetupCollectives collectives{
+      [this](const std::string& text) { return broadcast_bytes(text, 0); },
+      [this](bool ok) { return all_reduce_int(ok ? 1 : 0, ReduceOp::Min) == 1; }};
+  std::string why;
+  auto region = ShmRegion::create(rank_, size_, bytes, collectives, &why);
+  if (!region) {
+    if (!why.empty())
+      log_warn("rank " + std::to_string(rank_) + ": no shared memory for in-place all-reduce (" +
+               why + "); using MPI messages instead. Give the job a larger /dev/shm, or set "
+               "MPIACCEL_SHM_ALLREDUCE=0 to silence this");
+    return {};
+  }
+  std::lock_guard<std::mutex> lock(regions_mutex_);
+  regions_.erase(std::remove_if(regions_.begin(), regions_.end(),
+                                [](const std::weak_ptr<ShmRegion>& r) { return r.expired(); }),
+                 regions_.end());
+  regions_.push_back(region);
+  return region->tensor(region);
+}
+
+std::shared_ptr<ShmRegion> MpiCommunicator::region_of(const at::Tensor& tensor) {
+  std::lock_guard<std::mutex> lock(regions_mutex_);
+  for (const auto& weak : regions_)
+    if (auto region = weak.lock(); region && region->contains(tensor)) return region;
+  return nullptr;
 }
 
 }  // namespace mpiaccel::detail

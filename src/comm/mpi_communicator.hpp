@@ -5,11 +5,16 @@
 #include <mpi.h>
 
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
 
 #include "comm/comm_thread.hpp"
 #include "mpiaccel/comm.hpp"
 
 namespace mpiaccel::detail {
+
+class ShmRegion;
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -41,10 +46,20 @@ class MpiCommunicator final : public Communicator {
   /// A negative `color` joins no group and returns nullptr (MPI_UNDEFINED).
   std::shared_ptr<Communicator> split(int color, int key) override;
 
+  at::Tensor allocate_shared(int64_t bytes) override;
+
  private:
+  /// The live shared region `tensor` lies in, or nullptr.
+  std::shared_ptr<ShmRegion> region_of(const at::Tensor& tensor);
+  /// Whether every rank runs on this node (asked once; collective then).
+  bool all_on_one_node();
+
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   std::unique_ptr<CommThread> thread_;
+  std::optional<bool> all_on_one_node_;
+  std::mutex regions_mutex_;
+  std::vector<std::weak_ptr<ShmRegion>> regions_;
 };
 
 }  // namespace mpiaccel::detail

@@ -42,6 +42,34 @@ std::vector<size_t> order_from_bytes(const std::string& bytes, size_t expected) 
   return order;
 }
 
+constexpr int64_t kSharedAlignBytes = 64;
+
+int64_t align_up(int64_t bytes) {
+  return (bytes + kSharedAlignBytes - 1) / kSharedAlignBytes * kSharedAlignBytes;
+}
+
+// Hands out consecutive, zeroed tensors of a node-shared allocation, each
+// with its own storage (so is_alias_of tells buckets apart), or of ordinary
+// memory when there is none.
+class SharedCarver {
+ public:
+  explicit SharedCarver(at::Tensor region) : region_(std::move(region)) {}
+
+  at::Tensor carve(int64_t numel, const at::TensorOptions& options) {
+    if (!region_.defined()) return at::zeros({numel}, options);
+    const int64_t bytes = numel * static_cast<int64_t>(options.dtype().itemsize());
+    MPIACCEL_CHECK(used_ + bytes <= region_.numel(), "DDP reducer: shared bucket memory overrun");
+    void* data = static_cast<char*>(region_.data_ptr()) + used_;
+    used_ += align_up(bytes);
+    auto tensor = at::from_blob(data, {numel}, [keep = region_](void*) {}, options);
+    return tensor.zero_();
+  }
+
+ private:
+  at::Tensor region_;
+  int64_t used_ = 0;
+};
+
 }  // namespace
 
 Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
@@ -95,17 +123,35 @@ Reducer::~Reducer() {
 void Reducer::build_buckets(const std::vector<std::vector<size_t>>& assignment) {
   std::vector<Bucket> buckets(assignment.size());
   locator_.assign(params_.size(), {0, 0});
+  // The all-reduced tensors (each bucket's wire copy, else the bucket itself)
+  // go into node-shared memory when the communicator offers it: their
+  // all-reduce then runs in place through it (docs/comm.md).
+  const auto wire_dtype_of = [&](const at::Tensor& first) {
+    return options_.reduce_dtype ? *options_.reduce_dtype : first.scalar_type();
+  };
+  std::vector<int64_t> numels(assignment.size(), 0);
+  int64_t shared_bytes = 0;
+  for (size_t b = 0; b < assignment.size(); ++b) {
+    for (size_t i : assignment[b]) numels[b] += params_[i].numel();
+    shared_bytes += align_up(numels[b] * c10::elementSize(wire_dtype_of(params_[assignment[b].front()])));
+  }
+  const bool on_host = params_.front().device().is_cpu();
+  SharedCarver shared(on_host ? comm_->allocate_shared(shared_bytes) : at::Tensor());
   for (size_t b = 0; b < assignment.size(); ++b) {
     Bucket& bucket = buckets[b];
     bucket.params = assignment[b];
-    int64_t numel = 0;
-    for (size_t i : bucket.params) numel += params_[i].numel();
+    const int64_t numel = numels[b];
     const at::Tensor& first = params_[bucket.params.front()];
-    bucket.flat = at::zeros({numel}, first.options().requires_grad(false));
+    const auto options = first.options().requires_grad(false);
+    const bool cast = options_.reduce_dtype && *options_.reduce_dtype != first.scalar_type();
     // Allocated once: a fresh bucket-sized tensor every step would cost an
     // allocation and its page faults on the hot path.
-    if (options_.reduce_dtype && *options_.reduce_dtype != bucket.flat.scalar_type())
-      bucket.wire = at::empty({numel}, bucket.flat.options().dtype(*options_.reduce_dtype));
+    if (cast) {
+      bucket.flat = at::zeros({numel}, options);
+      bucket.wire = shared.carve(numel, options.dtype(*options_.reduce_dtype));
+    } else {
+      bucket.flat = shared.carve(numel, options);
+    }
     // Views made below the autograd view layer: plain aliases of the bucket
     // memory, not autograd views, so LibTorch's Optimizer::zero_grad() (which
     // calls grad.detach_()) works on them when they are param.grad.

@@ -1,7 +1,8 @@
 # ctest: timeout 60
 # A rank that never joins a collective ends the job (non-zero exit, well within
 # the test's time) with a message naming the op, its bytes and the rank: the
-# communicator's deadline, whether or not the caller waits on the op.
+# communicator's deadline, whether or not the caller waits on the op, and
+# also when the op is the shared-memory all-reduce.
 set -u
 build=$1
 helper=$build/tests/comm_deadline_helper
@@ -14,7 +15,7 @@ flags=${MPIACCEL_MPIEXEC_FLAGS:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for mode in wait nowait; do
+for mode in wait nowait shared; do
   start=$(date +%s)
   # shellcheck disable=SC2086  # flags is a list of words
   $mpiexec $flags -np 2 -x OMP_NUM_THREADS=1 "$helper" 3000 "$mode" \

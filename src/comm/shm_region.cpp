@@ -1,0 +1,257 @@
+#include "comm/shm_region.hpp"
+
+#include <ATen/ops/from_blob.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "comm/shm_reduce_kernels.hpp"
+#include "mpiaccel/error.hpp"
+
+namespace mpiaccel::detail {
+
+// The first page of each rank's segment. Only its owner writes it; peers read
+// it. The counters hold the sequence number of the last op that passed each
+// stage on this rank, and are futex words: a peer waiting for one sleeps in
+// the kernel instead of spinning on a core the computation needs.
+struct ShmRegion::Control {
+  alignas(64) std::atomic<uint32_t> arrived{0};  // input ready, op described below
+  std::atomic<uint32_t> reduced{0};               // own slice reduced in place
+  std::atomic<uint32_t> departed{0};              // done reading every peer
+  int64_t offset = 0;                             // of the op's tensor, from data()
+  int64_t numel = 0;
+  int32_t dtype = 0;
+  int32_t op = 0;
+};
+
+namespace {
+
+constexpr int64_t kHeaderBytes = 4096;
+// Slices start on 64-byte boundaries, so no cache line is written by two ranks.
+constexpr int64_t kSliceAlignBytes = 64;
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free &&
+                  sizeof(std::atomic<uint32_t>) == sizeof(uint32_t),
+              "the stage counters must be plain 32-bit words to serve as futexes");
+
+// Sequence numbers wrap; `value` has reached `target` if it is at most 2^31
+// ahead of it.
+bool reached(uint32_t value, uint32_t target) {
+  return static_cast<int32_t>(value - target) >= 0;
+}
+
+int futex(std::atomic<uint32_t>& word, int operation, uint32_t value, const timespec* timeout) {
+  return static_cast<int>(
+      ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), operation, value, timeout, nullptr, 0));
+}
+
+void publish(std::atomic<uint32_t>& word, uint32_t value) {
+  word.store(value, std::memory_order_release);
+  futex(word, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+// Waits until a peer's counter reaches `target`: a short spin covers a peer a
+// few microseconds behind, then the futex sleeps until publish() wakes it.
+// The 100 ms timeout only re-checks the word; the communicator's deadline
+// watcher, not this loop, ends a job whose peer never arrives.
+void wait_for(std::atomic<uint32_t>& word, uint32_t target) {
+  for (int spin = 0; spin < 2000; ++spin) {
+    if (reached(word.load(std::memory_order_acquire), target)) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  const timespec timeout{0, 100 * 1000 * 1000};
+  for (;;) {
+    const uint32_t seen = word.load(std::memory_order_acquire);
+    if (reached(seen, target)) return;
+    futex(word, FUTEX_WAIT, seen, &timeout);
+  }
+}
+
+std::string segment_name(const std::string& token, int rank) {
+  return "/mpiaccel-" + token + "-" + std::to_string(rank);
+}
+
+std::string make_token() {
+  std::random_device entropy;
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  char text[64];
+  std::snprintf(text, sizeof text, "%d-%08x%08llx", static_cast<int>(::getpid()), entropy(),
+                static_cast<unsigned long long>(now) & 0xffffffffULL);
+  return text;
+}
+
+// Maps segment `name` (created first when `create`); returns nullptr and sets
+// `why` on failure.
+void* map_segment(const std::string& name, int64_t bytes, bool create, std::string* why) {
+  const int flags = create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR;
+  const int fd = ::shm_open(name.c_str(), flags, 0600);
+  if (fd < 0) {
+    *why = "shm_open(" + name + "): " + std::strerror(errno);
+    return nullptr;
+  }
+  if (create) {
+    // posix_fallocate reserves the pages now: a /dev/shm too small for them
+    // fails here, cleanly, instead of with SIGBUS at the first touch.
+    int error = ::ftruncate(fd, bytes) == 0 ? 0 : errno;
+    if (error == 0) error = ::posix_fallocate(fd, 0, bytes);
+    if (error != 0) {
+      *why = "reserving " + std::to_string(bytes) + " bytes in /dev/shm for " + name + ": " +
+             std::strerror(error);
+      ::close(fd);
+      ::shm_unlink(name.c_str());
+      return nullptr;
+    }
+  }
+  void* address = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int error = errno;
+  ::close(fd);
+  if (address == MAP_FAILED) {
+    *why = "mmap(" + name + "): " + std::strerror(error);
+    if (create) ::shm_unlink(name.c_str());
+    return nullptr;
+  }
+  return address;
+}
+
+// [begin, end) of rank `r`'s slice of `numel` elements split over `size`.
+std::pair<int64_t, int64_t> slice_of(int r, int size, int64_t numel, int64_t element_bytes) {
+  const int64_t align = std::max<int64_t>(1, kSliceAlignBytes / element_bytes);
+  int64_t per_rank = (numel + size - 1) / size;
+  per_rank = (per_rank + align - 1) / align * align;
+  const int64_t begin = std::min(numel, per_rank * r);
+  return {begin, std::min(numel, begin + per_rank)};
+}
+
+}  // namespace
+
+std::shared_ptr<ShmRegion> ShmRegion::create(int rank, int size, int64_t bytes,
+                                             const ShmSetupCollectives& collectives,
+                                             std::string* why) {
+  const std::string token = collectives.broadcast_rank0(rank == 0 ? make_token() : std::string());
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  std::shared_ptr<ShmRegion> region(new ShmRegion(rank, size));
+  region->usable_bytes_ = (std::max<int64_t>(bytes, 1) + page - 1) / page * page;
+  region->mapped_bytes_ = kHeaderBytes + region->usable_bytes_;
+  region->mappings_.assign(static_cast<size_t>(size), nullptr);
+
+  const std::string own = segment_name(token, rank);
+  void* mine = map_segment(own, region->mapped_bytes_, true, why);
+  region->mappings_[static_cast<size_t>(rank)] = mine;
+  if (!collectives.all_true(mine != nullptr)) {
+    if (mine) ::shm_unlink(own.c_str());
+    return nullptr;  // the destructor unmaps
+  }
+  new (mine) Control();
+  bool mapped_all = true;
+  for (int peer = 0; peer < size && mapped_all; ++peer) {
+    if (peer == rank) continue;
+    void* theirs = map_segment(segment_name(token, peer), region->mapped_bytes_, false, why);
+    region->mappings_[static_cast<size_t>(peer)] = theirs;
+    mapped_all = theirs != nullptr;
+  }
+  // Every rank has opened every name (or failed to) by now: unlink ours, so
+  // that nothing outlives the job's mappings.
+  const bool ok = collectives.all_true(mapped_all);
+  ::shm_unlink(own.c_str());
+  return ok ? region : nullptr;
+}
+
+ShmRegion::~ShmRegion() {
+  for (void* mapping : mappings_)
+    if (mapping) ::munmap(mapping, static_cast<size_t>(mapped_bytes_));
+}
+
+ShmRegion::Control& ShmRegion::control(int rank) const {
+  return *static_cast<Control*>(mappings_[static_cast<size_t>(rank)]);
+}
+
+char* ShmRegion::data(int rank) const {
+  return static_cast<char*>(mappings_[static_cast<size_t>(rank)]) + kHeaderBytes;
+}
+
+at::Tensor ShmRegion::tensor(const std::shared_ptr<ShmRegion>& self) const {
+  MPIACCEL_CHECK(self.get() == this, "ShmRegion::tensor: `self` must own this region");
+  return at::from_blob(data(rank_), {usable_bytes_}, [keep = self](void*) {},
+                       at::TensorOptions().dtype(at::kByte));
+}
+
+bool ShmRegion::contains(const at::Tensor& tensor) const {
+  if (!tensor.defined() || !tensor.device().is_cpu()) return false;
+  const char* begin = static_cast<const char*>(tensor.data_ptr());
+  const char* end = begin + tensor.numel() * tensor.element_size();
+  return begin >= data(rank_) && end <= data(rank_) + usable_bytes_;
+}
+
+bool ShmRegion::supports(at::ScalarType dtype, ReduceOp /*op*/) {
+  return reduce_elementwise_supports(dtype);
+}
+
+void ShmRegion::all_reduce(const at::Tensor& tensor, ReduceOp op) {
+  MPIACCEL_CHECK(contains(tensor) && tensor.is_contiguous() && supports(tensor.scalar_type(), op),
+                 "shared-memory all_reduce: the tensor must be a contiguous float tensor inside "
+                 "the region");
+  const uint32_t sequence = ++sequence_;
+  const int64_t element_bytes = tensor.element_size();
+  const int64_t offset = static_cast<const char*>(tensor.data_ptr()) - data(rank_);
+  const int64_t numel = tensor.numel();
+  Control& mine = control(rank_);
+  mine.offset = offset;
+  mine.numel = numel;
+  mine.dtype = static_cast<int32_t>(tensor.scalar_type());
+  mine.op = static_cast<int32_t>(op);
+  publish(mine.arrived, sequence);
+
+  // 1. Every rank's input is ready and describes the same op.
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    Control& theirs = control(peer);
+    wait_for(theirs.arrived, sequence);
+    MPIACCEL_CHECK(theirs.offset == offset && theirs.numel == numel && theirs.dtype == mine.dtype &&
+                       theirs.op == mine.op,
+                   "shared-memory all_reduce: rank " + std::to_string(peer) + " reduces " +
+                       std::to_string(theirs.numel) + " elements at byte " +
+                       std::to_string(theirs.offset) + ", rank " + std::to_string(rank_) + " " +
+                       std::to_string(numel) + " at byte " + std::to_string(offset) +
+                       ": every rank must all_reduce the same tensor of its region in the same order");
+  }
+
+  // 2. Reduce our slice, reading it from every rank, into our own copy.
+  const auto [begin, end] = slice_of(rank_, size_, numel, element_bytes);
+  if (end > begin) {
+    std::vector<const void*> sources(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) sources[static_cast<size_t>(r)] = data(r) + offset + begin * element_bytes;
+    reduce_elementwise(data(rank_) + offset + begin * element_bytes, sources, end - begin,
+                       tensor.scalar_type(), op);
+  }
+  publish(mine.reduced, sequence);
+
+  // 3. Copy every other slice from the rank that reduced it.
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    wait_for(control(peer).reduced, sequence);
+    const auto [from, to] = slice_of(peer, size_, numel, element_bytes);
+    if (to > from)
+      std::memcpy(data(rank_) + offset + from * element_bytes, data(peer) + offset + from * element_bytes,
+                  static_cast<size_t>((to - from) * element_bytes));
+  }
+  publish(mine.departed, sequence);
+
+  // 4. No rank may return (and let its caller write the tensor again) while a
+  // peer still reads it.
+  for (int peer = 0; peer < size_; ++peer)
+    if (peer != rank_) wait_for(control(peer).departed, sequence);
+}
+
+}  // namespace mpiaccel::detail

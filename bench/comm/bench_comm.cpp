@@ -17,6 +17,11 @@
 // mean time per call (max over ranks), so a noisy neighbour on a shared
 // machine hurts all sides alike.
 //
+// all_reduce_shm is all_reduce of a tensor in node-shared memory
+// (Communicator::allocate_shared: the shared-memory all-reduce DDP's buckets
+// use, docs/comm.md) against the same raw MPI_Allreduce; it is measured when
+// the communicator offers shared memory (ranks on one node).
+//
 // Definitions follow nccl-tests: bytes = the full array (all_reduce buffer,
 // reduce_scatter input, all_gather output); algbw = bytes / time; busbw =
 // algbw * 2(n-1)/n for all_reduce and algbw * (n-1)/n for the other two.
@@ -112,6 +117,7 @@ int main(int argc, char** argv) {
   const int n = comm->size();
   const double reduce_factor = 2.0 * (n - 1) / n, gather_factor = static_cast<double>(n - 1) / n;
 
+  const at::Tensor shared_region = comm->allocate_shared(max_bytes);
   std::vector<Row> rows;
   for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
     // Whole elements, divisible into n blocks.
@@ -131,6 +137,17 @@ int main(int argc, char** argv) {
           MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, f, static_cast<int>(count), MPI_FLOAT,
                                            MPI_SUM, raw));
         }));
+    if (shared_region.defined()) {
+      at::Tensor shared = at::from_blob(shared_region.data_ptr(), {count}, at::kFloat).zero_();
+      rows.push_back(measure(
+          "all_reduce_shm", used, n, reduce_factor, raw,
+          [&] { return comm->all_reduce_async(shared, mpiaccel::ReduceOp::Sum); },
+          [&] { comm->all_reduce(shared, mpiaccel::ReduceOp::Sum); },
+          [&] {
+            MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, f, static_cast<int>(count), MPI_FLOAT,
+                                             MPI_SUM, raw));
+          }));
+    }
     rows.push_back(measure(
         "reduce_scatter", used, n, gather_factor, raw,
         [&] { return comm->reduce_scatter_async(part, full, mpiaccel::ReduceOp::Sum); },

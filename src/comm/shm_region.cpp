@@ -139,7 +139,17 @@ std::pair<int64_t, int64_t> slice_of(int r, int size, int64_t numel, int64_t ele
 std::shared_ptr<ShmRegion> ShmRegion::create(int rank, int size, int64_t bytes,
                                              const ShmSetupCollectives& collectives,
                                              std::string* why) {
-  const std::string token = collectives.broadcast_rank0(rank == 0 ? make_token() : std::string());
+  // Rank 0's token names the segments; its size is every rank's size (a peer
+  // that mapped more bytes than the owner reserved would fault on them).
+  const std::string agreed = collectives.broadcast_rank0(
+      rank == 0 ? make_token() + "/" + std::to_string(bytes) : std::string());
+  const auto slash = agreed.find('/');
+  const std::string token = agreed.substr(0, slash);
+  const bool same_size = agreed.substr(slash + 1) == std::to_string(bytes);
+  if (!collectives.all_true(same_size))
+    MPIACCEL_THROW("allocate_shared: the ranks asked for different sizes (rank 0: " +
+                   agreed.substr(slash + 1) + " bytes, rank " + std::to_string(rank) + ": " +
+                   std::to_string(bytes) + "): every rank must ask for the same size");
   const int64_t page = ::sysconf(_SC_PAGESIZE);
   std::shared_ptr<ShmRegion> region(new ShmRegion(rank, size));
   region->usable_bytes_ = (std::max<int64_t>(bytes, 1) + page - 1) / page * page;

@@ -178,6 +178,19 @@ BOOST_AUTO_TEST_CASE(ranks_reducing_different_tensors_fail_together) {
                      "the region is broken after a failed all_reduce");
 }
 
+BOOST_AUTO_TEST_CASE(ranks_asking_for_different_sizes_fail_together) {
+  auto& comm = world();
+  if (comm.size() < 2) return;
+  std::string message;
+  try {
+    comm.allocate_shared(comm.rank() == comm.size() - 1 ? 8192 : 4096);
+  } catch (const mpiaccel::Error& e) {
+    message = e.what();
+  }
+  check_all(message.find("every rank must ask for the same size") != std::string::npos,
+            "got: '" + message + "'");
+}
+
 BOOST_AUTO_TEST_CASE(opt_out_and_nothing_left_in_dev_shm) {
   auto& comm = world();
   ::setenv("MPIACCEL_SHM_ALLREDUCE", "0", 1);

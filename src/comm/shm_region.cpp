@@ -21,13 +21,12 @@
 namespace mpiaccel::detail {
 
 // The first page of each rank's segment. Only its owner writes it; peers read
-// it. The counters hold the sequence number of the last op that passed each
+// it. The two counters hold the sequence number of the last op that passed each
 // stage on this rank, and are futex words: a peer waiting for one sleeps in
 // the kernel instead of spinning on a core the computation needs.
 struct ShmRegion::Control {
   alignas(64) std::atomic<uint32_t> arrived{0};  // input ready, op described below
-  std::atomic<uint32_t> reduced{0};               // own slice reduced in place
-  std::atomic<uint32_t> departed{0};              // done reading every peer
+  std::atomic<uint32_t> departed{0};              // own slice reduced into every copy
   int64_t offset = 0;                             // of the op's tensor, from data()
   int64_t numel = 0;
   int32_t dtype = 0;
@@ -65,7 +64,7 @@ void publish(std::atomic<uint32_t>& word, uint32_t value) {
 // The 100 ms timeout only re-checks the word; the communicator's deadline
 // watcher, not this loop, ends a job whose peer never arrives.
 void wait_for(std::atomic<uint32_t>& word, uint32_t target) {
-  for (int spin = 0; spin < 2000; ++spin) {
+  for (int spin = 0; spin < 1000; ++spin) {
     if (reached(word.load(std::memory_order_acquire), target)) return;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -237,29 +236,24 @@ void ShmRegion::all_reduce(const at::Tensor& tensor, ReduceOp op) {
                        ": every rank must all_reduce the same tensor of its region in the same order");
   }
 
-  // 2. Reduce our slice, reading it from every rank, into our own copy.
+  // 2. Reduce our slice, reading it from every rank, and write the result
+  // into every rank's copy. Slice r of any copy is touched by rank r alone,
+  // so no rank waits for another between reading and writing.
   const auto [begin, end] = slice_of(rank_, size_, numel, element_bytes);
   if (end > begin) {
     std::vector<const void*> sources(static_cast<size_t>(size_));
-    for (int r = 0; r < size_; ++r) sources[static_cast<size_t>(r)] = data(r) + offset + begin * element_bytes;
-    reduce_elementwise(data(rank_) + offset + begin * element_bytes, sources, end - begin,
-                       tensor.scalar_type(), op);
-  }
-  publish(mine.reduced, sequence);
-
-  // 3. Copy every other slice from the rank that reduced it.
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
-    wait_for(control(peer).reduced, sequence);
-    const auto [from, to] = slice_of(peer, size_, numel, element_bytes);
-    if (to > from)
-      std::memcpy(data(rank_) + offset + from * element_bytes, data(peer) + offset + from * element_bytes,
-                  static_cast<size_t>((to - from) * element_bytes));
+    std::vector<void*> outs(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      char* slice = data(r) + offset + begin * element_bytes;
+      sources[static_cast<size_t>(r)] = slice;
+      outs[static_cast<size_t>((r - rank_ + size_) % size_)] = slice;  // own copy first
+    }
+    reduce_elementwise(outs, sources, end - begin, tensor.scalar_type(), op);
   }
   publish(mine.departed, sequence);
 
-  // 4. No rank may return (and let its caller write the tensor again) while a
-  // peer still reads it.
+  // 3. No rank may return (and let its caller read or write the tensor)
+  // before every peer has written its slice into it and read ours.
   for (int peer = 0; peer < size_; ++peer)
     if (peer != rank_) wait_for(control(peer).departed, sequence);
 }

@@ -4,10 +4,11 @@
 //
 // When every rank of a communicator runs on one node, a tensor that each rank
 // keeps in memory its peers can map needs no message at all: each rank sums
-// its 1/P slice of the tensor straight out of every peer's copy, then copies
-// the other slices out of their owners. That is two passes over the data per
-// rank instead of the copies, fragments and extra additions of a message-based
-// MPI_Allreduce, and the synchronisation is three counters in shared memory.
+// its 1/P slice of the tensor straight out of every peer's copy and writes
+// the result into every copy. Each rank reads the tensor's bytes once and
+// writes them once, instead of the copies, fragments and extra additions of a
+// message-based MPI_Allreduce, and the synchronisation is two counters in
+// shared memory.
 // DDP's gradient buckets are the user: they are allocated once and
 // all-reduced every step (src/ddp/reducer.cpp).
 //

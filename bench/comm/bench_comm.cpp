@@ -129,25 +129,22 @@ int main(int argc, char** argv) {
     at::Tensor part = at::zeros({block}, at::kFloat);
     float* f = full.data_ptr<float>();
     float* p = part.data_ptr<float>();
-    rows.push_back(measure(
-        "all_reduce", used, n, reduce_factor, raw,
-        [&] { return comm->all_reduce_async(full, mpiaccel::ReduceOp::Sum); },
-        [&] { comm->all_reduce(full, mpiaccel::ReduceOp::Sum); },
-        [&] {
-          MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, f, static_cast<int>(count), MPI_FLOAT,
-                                           MPI_SUM, raw));
-        }));
-    if (shared_region.defined()) {
-      at::Tensor shared = at::from_blob(shared_region.data_ptr(), {count}, at::kFloat).zero_();
+    // Ours on `tensor` (ordinary or node-shared memory) against the same raw
+    // MPI_Allreduce on ordinary memory.
+    const auto measure_all_reduce = [&](const std::string& name, const at::Tensor& tensor) {
       rows.push_back(measure(
-          "all_reduce_shm", used, n, reduce_factor, raw,
-          [&] { return comm->all_reduce_async(shared, mpiaccel::ReduceOp::Sum); },
-          [&] { comm->all_reduce(shared, mpiaccel::ReduceOp::Sum); },
+          name, used, n, reduce_factor, raw,
+          [&] { return comm->all_reduce_async(tensor, mpiaccel::ReduceOp::Sum); },
+          [&] { comm->all_reduce(tensor, mpiaccel::ReduceOp::Sum); },
           [&] {
             MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, f, static_cast<int>(count), MPI_FLOAT,
                                              MPI_SUM, raw));
           }));
-    }
+    };
+    measure_all_reduce("all_reduce", full);
+    if (shared_region.defined())
+      measure_all_reduce("all_reduce_shm",
+                         at::from_blob(shared_region.data_ptr(), {count}, at::kFloat).zero_());
     rows.push_back(measure(
         "reduce_scatter", used, n, gather_factor, raw,
         [&] { return comm->reduce_scatter_async(part, full, mpiaccel::ReduceOp::Sum); },

@@ -5,7 +5,10 @@
 // summarize.py compares them.
 //
 //   bench_ddp --raw FILE [--round R] [--warmup N] [--iters N]
-//             [--optimizer sgd|adamw] [section.key=value ...]
+//             [--optimizer sgd|adamw] [--label NAME] [section.key=value ...]
+//
+// --label names the rows' impl column (default "ours"); run.sh labels "solo"
+// the single-rank runs it starts two at a time, the no-communication ceiling.
 //
 // Model: 4 x (Linear 512->2048, GELU, Linear 2048->512), 8.4M parameters;
 // batch 32 per rank; MSE loss against random targets; one torch thread.
@@ -59,13 +62,14 @@ struct Options {
   int warmup = 5;
   int iters = 20;
   std::string optimizer = "sgd";
+  std::string label = "ours";
   std::vector<std::string> overrides;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "bench_ddp: %s\nusage: bench_ddp --raw FILE [--round R] [--warmup N] [--iters N] "
-               "[--optimizer sgd|adamw] [section.key=value ...]\n",
+               "[--optimizer sgd|adamw] [--label NAME] [section.key=value ...]\n",
                why.c_str());
   std::exit(2);
 }
@@ -83,6 +87,7 @@ Options parse_options(int argc, char** argv) {
     else if (arg == "--warmup") o.warmup = std::stoi(value());
     else if (arg == "--iters") o.iters = std::stoi(value());
     else if (arg == "--optimizer") o.optimizer = value();
+    else if (arg == "--label") o.label = value();
     else if (arg.find('=') != std::string::npos && arg[0] != '-') o.overrides.push_back(arg);
     else usage("unknown argument " + arg);
   }
@@ -197,8 +202,8 @@ int run(int argc, char** argv) {
     auto m = mean.accessor<double, 2>();
     char line[256];
     for (int it = 0; it < options.iters; ++it) {
-      std::snprintf(line, sizeof line, "ours,%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n",
-                    acc.world_size(), options.round, it, s[it][0], s[it][1], s[it][2], s[it][3],
+      std::snprintf(line, sizeof line, "%s,%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n",
+                    options.label.c_str(), acc.world_size(), options.round, it, s[it][0], s[it][1], s[it][2], s[it][3],
                     m[it][4], m[it][5], m[it][6], m[it][7]);
       raw << line;
     }

@@ -5,6 +5,12 @@
 #
 #   run.sh BUILD_DIR [OUT_DIR]          (OUT_DIR defaults to BUILD_DIR/bench)
 #
+# Besides the four, "solo": two single-rank runs of ours started at once, with
+# no communication between them. Their step time is what two ranks cost on
+# this machine before any gradient is exchanged (they share caches, memory
+# bandwidth and, on a VM, the host), so T1/T(solo) is the best weak scaling
+# the machine allows, and T(solo)/T2 what our communication keeps of it.
+#
 # Environment: DDP_ROUNDS (3), DDP_WARMUP (5), DDP_ITERS (20),
 # DDP_OPTIMIZER (sgd | adamw), DDP_BUCKET_CAP_MB (25), and DDP_OURS_ARGS
 # (extra section.key=value overrides for ours). Each round runs the four
@@ -47,7 +53,17 @@ free_port() {
 
 run_one() {  # IMPL NP ROUND
   local impl=$1 np=$2 round=$3
-  if [ "$impl" = ours ]; then
+  if [ "$impl" = solo ]; then
+    local k
+    for ((k = 0; k < np; ++k)); do
+      # shellcheck disable=SC2086  # DDP_OURS_ARGS is a list of overrides
+      mpirun "${flags[@]}" -np 1 "$ours" --raw "$raw.solo$k" --warmup "$warmup" --iters "$iters" \
+        --optimizer "$optimizer" --round "$round" --label solo \
+        "ddp.bucket_cap_mb=$bucket_cap_mb" ${DDP_OURS_ARGS:-} &
+    done
+    wait
+    for ((k = 0; k < np; ++k)); do cat "$raw.solo$k" >> "$raw"; rm -f "$raw.solo$k"; done
+  elif [ "$impl" = ours ]; then
     # shellcheck disable=SC2086  # DDP_OURS_ARGS is a list of overrides
     mpirun "${flags[@]}" -np "$np" "$ours" "${common[@]}" --round "$round" \
       "ddp.bucket_cap_mb=$bucket_cap_mb" ${DDP_OURS_ARGS:-}
@@ -60,9 +76,9 @@ run_one() {  # IMPL NP ROUND
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-order=("ours 1" "ours 2" "torch 1" "torch 2")
+order=("ours 1" "ours 2" "torch 1" "torch 2" "solo 2")
 for ((round = 0; round < rounds; ++round)); do
-  if ((round % 2 == 0)); then seq=(0 1 2 3); else seq=(3 2 1 0); fi
+  if ((round % 2 == 0)); then seq=(0 4 1 2 3); else seq=(3 2 1 4 0); fi
   for k in "${seq[@]}"; do
     read -r impl np <<<"${order[$k]}"
     echo "bench/ddp: round $((round + 1))/$rounds: $impl, $np rank(s)" >&2

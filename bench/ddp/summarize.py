@@ -15,7 +15,12 @@ all-reduce) / optimizer (step + zero_grad) times. Derived:
   exposed       = mean time from backward end to the last bucket done,
   cpu           = median CPU time per step of one rank's process (all its
                   threads): the work a step costs, less sensitive than wall
-                  time to other jobs on a shared machine.
+                  time to other jobs on a shared machine,
+  ceiling       = T(ours, 1 rank) / T(solo): "solo" rows come from two
+                  single-rank runs at once with no communication (run.sh), so
+                  this is the best weak scaling the machine allows,
+  comm kept     = T(solo) / T(ours, 2 ranks): the share of that ceiling our
+                  communication keeps.
 Standard library only.
 """
 
@@ -58,7 +63,8 @@ def main():
         for r in rows:
             rounds[r["round"]].append(float(r["step_ms"]))
         round_medians = [statistics.median(v) for v in rounds.values()]
-        comm = column(rows, "comm_ms")
+        # Single-rank runs exchange nothing: no all-reduce figures.
+        comm = column(rows, "comm_ms") if key[1] > 1 else []
         s = {
             "impl": key[0],
             "ranks": key[1],
@@ -88,7 +94,7 @@ def main():
     fields = ["impl", "ranks", "steps", "median_ms", "p10_ms", "p90_ms", "round_median_min_ms",
               "round_median_max_ms", "forward_ms", "backward_ms", "optimizer_ms", "cpu_ms", "comm_ms",
               "hidden_frac", "exposed_ms", "efficiency", "torch_over_ours"]
-    keys = sorted(summary, key=lambda k: (k[0] != "ours", k[1]))
+    keys = sorted(summary, key=lambda k: ({"ours": 0, "solo": 1}.get(k[0], 2), k[1]))
 
     def text(value, fmt):
         return "-" if value is None else fmt % value
@@ -113,8 +119,9 @@ def main():
     print("-" * len(header))
     for k in keys:
         s = summary[k]
-        print("%-6s %5d %5d %7.1fms %7.1f-%7.1fms %6.1f-%6.1fms %6.1fms %6.1fms %6.1fms %6.1fms %8s %7s %9s %6s %8s"
-              % (s["impl"], s["ranks"], s["steps"], s["median_ms"], s["p10_ms"], s["p90_ms"],
+        ranks = "2x1" if s["impl"] == "solo" else str(s["ranks"])
+        print("%-6s %5s %5d %7.1fms %7.1f-%7.1fms %6.1f-%6.1fms %6.1fms %6.1fms %6.1fms %6.1fms %8s %7s %9s %6s %8s"
+              % (s["impl"], ranks, s["steps"], s["median_ms"], s["p10_ms"], s["p90_ms"],
                  s["round_median_min_ms"], s["round_median_max_ms"], s["forward_ms"],
                  s["backward_ms"], s["optimizer_ms"], s["cpu_ms"], text(s["comm_ms"], "%.1fms"),
                  text(s["hidden_frac"] and 100 * s["hidden_frac"], "%.0f%%"),
@@ -125,6 +132,11 @@ def main():
     print("backward ended; exposed = backward end -> last bucket done (ours only).")
     print("T1/T2 = weak-scaling efficiency; torch/us = PyTorch DDP step time / ours."
           " CSV: %s" % args.out)
+    one, two, solo = summary.get(("ours", 1)), summary.get(("ours", 2)), summary.get(("solo", 1))
+    if one and two and solo:
+        print("solo = two single-rank runs at once, no communication: ceiling T1/T(solo) = %.2f is"
+              " the best weak scaling this machine allows; ours keeps T(solo)/T2 = %.2f of it."
+              % (one["median_ms"] / solo["median_ms"], solo["median_ms"] / two["median_ms"]))
 
 
 if __name__ == "__main__":

@@ -1,20 +1,31 @@
 // Checkpointer::load. Rank 0 reads and checks the manifest with the serial
 // driver and broadcasts it (H5Pset_all_coll_metadata_ops is a no-op in HDF5
 // 1.10.8, so N ranks would otherwise each read every object header). Every
-// rank then checks its targets against it, the ranks agree, the file is
-// opened over MPI-IO and each rank reads its rows with independent
-// hyperslab reads: targets may differ between ranks, so no rank waits on
-// another's dataset list.
+// rank then checks its targets against it, the ranks agree, and each rank
+// reads its rows independently: targets may differ between ranks, so no
+// rank waits on another's dataset list. Rank 0 also broadcasts each
+// tensor's data address when the dataset is contiguous (as saves write it):
+// those bytes are read raw (RawReader: O_DIRECT, reads in flight while the
+// previous chunk is checksummed and copied), which skips the page cache
+// (docs/checkpoint.md, "Load speed"); other datasets go through HDF5
+// hyperslab reads. The file is also opened over MPI-IO, for those and the
+// RNG datasets.
 //
 // CRC choice: a CRC covers one saved shard, and a rank's new row range need
 // not align with the saved shards. Each rank therefore reads the smallest
 // range of WHOLE saved shards covering its rows, checks every one of them,
 // and copies out its rows. Every shard some rank needs is thus verified; the
 // extra read is at most two partial shards per tensor and nothing when the
-// layout is unchanged.
+// layout is unchanged. On the raw path the CRCs are computed on the fly and
+// only the rank's own rows are copied.
 
 #include <ATen/core/Tensor.h>
 #include <hdf5.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
 
 #include "checkpoint/byte_codec.hpp"
 #include "checkpoint/checkpoint_impl.hpp"
@@ -22,6 +33,7 @@
 #include "checkpoint/h5_handle.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/parallel_file.hpp"
+#include "checkpoint/raw_reader.hpp"
 #include "checkpoint/tensor_io.hpp"
 #include "mpiaccel/log.hpp"
 #include "runtime/check_hdf5.hpp"
@@ -96,6 +108,23 @@ void read_target(hid_t file, hid_t dxpl, const CheckpointInfo& info, ShardedTens
   local.copy_(rows.view(local.sizes()));
 }
 
+// The same through RawReader at the dataset's address: the covering shards
+// are streamed once, checksummed on the fly, and only the target's rows are
+// copied out (into the target itself when it can take the bytes as they are).
+void read_target_raw(RawReader& reader, int64_t offset, const CheckpointInfo& info,
+                     ShardedTensor& target) {
+  const TensorInfo& saved = *info.find(target.name);
+  if (target.row_count == 0 || saved.bytes == 0) return;
+  at::Tensor& local = target.local;
+  const bool in_place =
+      local.device().is_cpu() && local.is_contiguous() && local.scalar_type() == saved.dtype;
+  at::Tensor buffer = in_place ? local : empty_rows(saved, target.row_count);
+  const std::string damage = read_rows_verified(reader, offset, saved, target.row_begin,
+                                                target.row_count, buffer.data_ptr(), info.path);
+  MPIACCEL_CHECK(damage.empty(), damage);
+  if (!in_place) local.copy_(buffer.view(local.sizes()));
+}
+
 }  // namespace
 
 CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::string& path_or_dir,
@@ -103,22 +132,36 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
   silence_hdf5_errors();
   const int rank = comm.rank(), size = comm.size();
 
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  const auto t_start = Clock::now();
   std::string error, manifest;
+  ByteWriter offsets_out;
   if (rank == 0) {
     recorded(&error, [&] {
       const std::string path = resolve_checkpoint(path_or_dir);
       H5Id file = open_checkpoint_file_serial(path);
-      manifest = encode_manifest(read_manifest(file, path));
+      const CheckpointInfo read = read_manifest(file, path);
+      manifest = encode_manifest(read);
+      for (int64_t offset : raw_data_offsets(file, read)) offsets_out.i64(offset);
     });
   }
   ByteWriter message;
   message.str(error);
   message.str(manifest);
+  message.str(offsets_out.take());
   const std::string received = comm.broadcast_bytes(message.take(), 0);
   ByteReader reader(received);
   error = reader.str();
   if (!error.empty()) MPIACCEL_THROW(error);  // the same on every rank
   const CheckpointInfo info = decode_manifest(reader.str());
+  std::map<std::string, int64_t> raw_offsets;  // tensors readable without HDF5
+  {
+    const std::string bytes = reader.str();
+    ByteReader r(bytes);
+    for (const auto& t : info.tensors) raw_offsets[t.name] = r.i64();
+  }
+  const double t_manifest = since(t_start);
 
   recorded(&error, [&] {
     for (const auto& target : targets.tensors) check_target(info, target);
@@ -133,11 +176,21 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
   });
   all_ok(comm, error.empty(), error);
 
+  const double t_open = since(t_start);
   CheckpointMeta meta;
+  std::unique_ptr<RawReader> raw;
   {
     H5Id dxpl = make_transfer_list(false);
     recorded(&error, [&] {
-      for (auto& target : targets.tensors) read_target(file, dxpl, info, target);
+      for (auto& target : targets.tensors) {
+        const int64_t offset = raw_offsets[target.name];
+        if (offset < 0) {
+          read_target(file, dxpl, info, target);
+          continue;
+        }
+        if (!raw) raw = std::make_unique<RawReader>(info.path);
+        read_target_raw(*raw, offset, info, target);
+      }
     });
     if (info.world_size == size) {
       recorded(&error, [&] {
@@ -161,6 +214,18 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
     MPIACCEL_CHECK(rc >= 0, "closing checkpoint " + info.path + " failed: " + hdf5_error_stack());
   });
   all_ok(comm, error.empty(), error);
+  if (raw) {
+    const RawReader::Stats& st = raw->stats();
+    char text[320];
+    std::snprintf(text, sizeof text,
+                  "checkpoint: loaded %s in %.3f s (manifest %.3f, open %.3f, tensor data and "
+                  "close %.3f: %.0f MiB O_DIRECT, %.0f MiB buffered, waiting for the disk %.3f, "
+                  "CRC+copy %.3f)",
+                  info.path.c_str(), since(t_start), t_manifest, t_open - t_manifest,
+                  since(t_start) - t_open, st.direct_bytes / 1048576.0,
+                  st.buffered_bytes / 1048576.0, st.wait_seconds, st.sink_seconds);
+    log_debug(text);
+  }
 
   targets.attributes = info.attributes;
   meta.step = info.step;

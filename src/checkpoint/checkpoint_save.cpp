@@ -1,17 +1,18 @@
 // Checkpointer::save. The save runs in phases separated by agreements
 // (all_ok), so that a failure any rank can detect before or after the
 // collective HDF5 section makes every rank throw the same error:
-//   1. local checks, host copies, CRC32C of every local shard;
+//   1. local checks, host copies;
 //   2. agreement on the tensor list (rank 0's is the reference), gathering
 //      of the shard records on rank 0, which checks they tile every tensor,
 //      creates the directory and checks free space;
 //   3. the file and all its objects are created (metadata only; the same
 //      calls with the same arguments on every rank, as parallel HDF5 needs);
-//   4. the small datasets (shard table, config, RNG) through HDF5, then the
-//      file is closed (errors are recorded and the remaining collective calls
-//      still made, so no rank leaves the sequence early); then each rank
-//      writes its tensor rows at the addresses HDF5 allocated (RawWriter,
-//      O_DIRECT where possible) and syncs once;
+//   4. each rank writes its tensor rows at the addresses HDF5 allocated
+//      (RawWriter, O_DIRECT where possible), computing their CRC32C on the
+//      staged copy; rank 0 gathers the CRCs; HDF5 writes the small datasets
+//      (shard table, config, RNG) and closes the file; every rank syncs once
+//      (errors are recorded and the remaining collective calls still made,
+//      so no rank leaves the sequence early);
 //   5. rank 0 commits (rename, fsync, latest) and prunes.
 // All HDF5 calls are made from the calling thread (this HDF5 build is not
 // thread-safe).
@@ -33,7 +34,6 @@
 #include "checkpoint/checkpoint_impl.hpp"
 #include "checkpoint/save_writer.hpp"
 #include "checkpoint/commit.hpp"
-#include "checkpoint/crc32c.hpp"
 #include "checkpoint/h5_attributes.hpp"
 #include "checkpoint/h5_types.hpp"
 #include "checkpoint/manifest.hpp"
@@ -95,9 +95,8 @@ std::vector<LocalShard> prepare_local(const ShardedStateDict& state) {
                        " does not hold rows [" + std::to_string(t.row_begin) + ", " +
                        std::to_string(t.row_begin + t.row_count) + ") of " +
                        shape_text(t.global_shape));
+    // The CRC32C is computed later, on the copy staged for the disk (RawWriter).
     s.host = t.local.device().is_cpu() ? t.local.contiguous() : t.local.to(at::kCPU).contiguous();
-    if (t.row_count > 0)
-      s.crc = crc32c(0, s.host.data_ptr(), static_cast<size_t>(t.row_count * s.row_bytes));
     shards.push_back(std::move(s));
   }
   return shards;
@@ -167,7 +166,8 @@ std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::strin
   using Clock = std::chrono::steady_clock;
   const auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   const auto t_start = Clock::now();
-  double t_prepared = 0, t_agreed = 0, t_written = 0, raw_seconds = 0;
+  double t_prepared = 0, t_agreed = 0, t_written = 0;
+  std::string file_timing;
 
   // Phase 1.
   std::string error;
@@ -195,7 +195,7 @@ std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::strin
     name_length = std::max(name_length, s.tensor->name.size() + 1);
     const ShardedTensor& t = *s.tensor;
     if (t.row_count > 0)
-      records.push_back({t.name, rank, t.row_begin, t.row_count, s.crc});
+      records.push_back({t.name, rank, t.row_begin, t.row_count, 0});
     else if (s.rows == 0 && rank == 0)
       records.push_back({t.name, 0, 0, 0, 0});  // a tensor without rows still has a record
   }
@@ -216,7 +216,8 @@ std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::strin
   in.plan = &plan;
   in.name_length = name_length;
   in.rng_state = &meta.rng_state;
-  in.raw_seconds = &raw_seconds;
+  in.timing = &file_timing;
+  in.my_records = records;
   for (const auto& c : counts) {
     ByteReader r(c);
     in.rng_sizes.push_back(r.i64());
@@ -259,11 +260,11 @@ std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::strin
     all_ok(comm, error.empty(), error);
     char text[200];
     std::snprintf(text, sizeof text,
-                  "checkpoint: step %lld saved in %.3f s (prepare+CRC %.3f, agree %.3f, file "
-                  "%.3f of which this rank's tensor data %.3f, commit %.3f)",
+                  "checkpoint: step %lld saved in %.3f s (prepare %.3f, agree %.3f, file "
+                  "%.3f, commit %.3f); file: ",
                   static_cast<long long>(step), since(t_start), t_prepared, t_agreed - t_prepared,
-                  t_written - t_agreed, raw_seconds, since(t_start) - t_written);
-    log_debug(text);
+                  t_written - t_agreed, since(t_start) - t_written);
+    log_debug(text + file_timing);
   } catch (...) {
     if (rank == 0) ::unlink(in.tmp_path.c_str());
     throw;

@@ -5,41 +5,57 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <future>
+#include <utility>
+#include <vector>
 
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/io_pipeline.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::detail {
 namespace {
 
-// O_DIRECT needs offsets, lengths and buffer addresses aligned to the
-// device's logical block (512 B or 4 KiB); 4 KiB satisfies both.
-constexpr int64_t kDirectAlign = 4096;
-// Size of one O_DIRECT write from the staging buffer: large enough that the
-// per-request cost vanishes, small enough to stay in the CPU cache's shadow.
-constexpr int64_t kStageBytes = 8 << 20;
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
-int64_t round_up(int64_t x) { return (x + kDirectAlign - 1) / kDirectAlign * kDirectAlign; }
-int64_t round_down(int64_t x) { return x / kDirectAlign * kDirectAlign; }
+// Copies and checksums in pieces small enough to stay in the L2 cache, so the
+// CRC reads what the copy just wrote instead of a second pass over memory.
+constexpr size_t kFusePiece = 256 << 10;
+
+uint32_t copy_with_crc(char* to, const char* from, size_t bytes, uint32_t crc) {
+  for (size_t done = 0; done < bytes; done += kFusePiece) {
+    const size_t n = std::min(kFusePiece, bytes - done);
+    std::memcpy(to + done, from + done, n);
+    crc = crc32c(crc, to + done, n);
+  }
+  return crc;
+}
 
 }  // namespace
+
+bool direct_io_enabled() {
+  // MPIACCEL_CKPT_DIRECT_IO=0 keeps every transfer in the page cache, for
+  // file systems whose O_DIRECT is slow or unsafe (docs/checkpoint.md).
+  const char* direct = std::getenv("MPIACCEL_CKPT_DIRECT_IO");
+  return !(direct && std::string(direct) == "0");
+}
 
 RawWriter::RawWriter(const std::string& path) : path_(path) {
   buffered_fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   MPIACCEL_CHECK(buffered_fd_ >= 0, "cannot open " + path + " to write tensor data: " +
                                         std::strerror(errno));
-  // MPIACCEL_CKPT_DIRECT_IO=0 keeps every write in the page cache, for file
-  // systems whose O_DIRECT is slow or unsafe (docs/checkpoint.md).
-  const char* direct = std::getenv("MPIACCEL_CKPT_DIRECT_IO");
-  if (direct && std::string(direct) == "0") return;
-  direct_fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);  // -1: not supported here
+  if (direct_io_enabled())
+    direct_fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);  // -1: not supported here
 }
 
 RawWriter::~RawWriter() {
+  pipeline_.reset();  // waits for writes in flight before the descriptors close
   close_all();
-  std::free(stage_);
 }
 
 void RawWriter::close_all() {
@@ -49,6 +65,7 @@ void RawWriter::close_all() {
 }
 
 void RawWriter::write_fd(int fd, const char* data, int64_t bytes, int64_t offset) {
+  stats_.buffered_bytes += fd == buffered_fd_ ? bytes : 0;
   while (bytes > 0) {
     const ssize_t n = ::pwrite(fd, data, static_cast<size_t>(bytes), offset);
     if (n < 0 && errno == EINTR) continue;
@@ -63,89 +80,90 @@ void RawWriter::write_fd(int fd, const char* data, int64_t bytes, int64_t offset
   }
 }
 
-// One O_DIRECT write of `len` aligned bytes: how many were written before an
-// error or a short write (then `*err` is the errno, 0 for a short write).
-int64_t pwrite_direct(int fd, const char* from, int64_t len, int64_t offset, int* err) {
-  int64_t done = 0;
-  *err = 0;
-  while (done < len) {
-    const ssize_t n = ::pwrite(fd, from + done, static_cast<size_t>(len - done), offset + done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) *err = errno;
-    if (n <= 0 || n % kDirectAlign != 0) return done + std::max<ssize_t>(n, 0);
-    done += n;
-  }
-  return done;
-}
-
-void RawWriter::write_direct(const char* data, int64_t bytes, int64_t offset) {
-  // data, bytes and offset are multiples of kDirectAlign here except `data`.
+uint32_t RawWriter::write_direct(const char* data, int64_t bytes, int64_t offset, uint32_t crc) {
+  // bytes and offset are multiples of kDirectAlign here; data may not be.
+  if (!pipeline_) pipeline_ = std::make_unique<IoPipeline>();
+  IoPipeline& io = *pipeline_;
   const bool aligned = reinterpret_cast<uintptr_t>(data) % kDirectAlign == 0;
-  // A chunk that did not go through whole: EINVAL means the device wants a
-  // larger alignment than 4 KiB (go buffered from here on); other errors and
-  // short writes (disk full) are finished or reported, with their errno, by
-  // the buffered descriptor.
-  auto fall_back = [&](int64_t from, int err) {
-    if (err == EINVAL) {
-      ::close(direct_fd_);
-      direct_fd_ = -1;
+  int64_t begins[IoPipeline::kSlots] = {}, lens[IoPipeline::kSlots] = {};
+  bool pending[IoPipeline::kSlots] = {};
+  // A chunk that did not go through whole is finished, after the others, by
+  // the buffered descriptor: EINVAL means the device wants a larger alignment
+  // than 4 KiB (then no more O_DIRECT); other errors and short writes (disk
+  // full) are reported there with their errno.
+  std::vector<std::pair<int64_t, int64_t>> redo;
+  bool failed = false, einval = false;
+  auto reap = [&](int slot) {
+    if (!pending[slot]) return;
+    const auto t = Clock::now();
+    const IoPipeline::Result r = io.wait(slot);
+    stats_.wait_seconds += seconds_since(t);
+    pending[slot] = false;
+    if (r.done == lens[slot]) return;
+    redo.emplace_back(begins[slot] + align_down(r.done), begins[slot] + lens[slot]);
+    failed = true;
+    einval |= r.err == EINVAL;
+  };
+  int64_t begin = 0;
+  for (int i = 0; begin < bytes; begin += IoPipeline::kChunk, ++i) {
+    const int slot = i % IoPipeline::kSlots;
+    reap(slot);
+    if (failed) break;
+    const int64_t len = std::min(bytes - begin, IoPipeline::kChunk);
+    const auto t = Clock::now();
+    char* from = io.buffer(slot);
+    if (aligned) {
+      from = const_cast<char*>(data + begin);  // only read by pwrite
+      crc = crc32c(crc, from, static_cast<size_t>(len));
+    } else {
+      crc = copy_with_crc(from, data + begin, static_cast<size_t>(len), crc);
     }
-    write_fd(buffered_fd_, data + from, bytes - from, offset + from);
-  };
-  if (aligned) {
-    int err = 0;
-    const int64_t done = pwrite_direct(direct_fd_, data, bytes, offset, &err);
-    if (done < bytes) fall_back(done, err);
-    return;
+    stats_.copy_crc_seconds += seconds_since(t);
+    begins[slot] = begin;
+    lens[slot] = len;
+    pending[slot] = true;
+    io.submit(slot, direct_fd_, true, from, len, offset + begin);
+    stats_.direct_bytes += len;
   }
-  if (!stage_) {
-    void* p = nullptr;
-    MPIACCEL_CHECK(::posix_memalign(&p, kDirectAlign, 2 * kStageBytes) == 0,
-                   "out of memory for the checkpoint's 2 x 8 MiB write buffer");
-    stage_ = static_cast<char*>(p);
+  for (int s = 0; s < IoPipeline::kSlots; ++s) reap(s);
+  if (einval) {
+    ::close(direct_fd_);
+    direct_fd_ = -1;
   }
-  struct Chunk {
-    int64_t begin = 0, len = 0, done = 0;
-    int err = 0;
-  };
-  std::future<Chunk> in_flight;
-  // Waits for the chunk in flight; false (after falling back) if it failed.
-  auto finish = [&]() {
-    if (!in_flight.valid()) return true;
-    const Chunk c = in_flight.get();
-    if (c.done == c.len) return true;
-    fall_back(c.begin + c.done, c.err);
-    return false;
-  };
-  int half = 0;
-  for (int64_t begin = 0; begin < bytes; begin += kStageBytes, half ^= 1) {
-    const int64_t len = std::min(bytes - begin, kStageBytes);
-    char* stage = stage_ + half * kStageBytes;
-    std::memcpy(stage, data + begin, static_cast<size_t>(len));  // overlaps the write in flight
-    if (!finish()) return;
-    in_flight = std::async(std::launch::async, [fd = direct_fd_, stage, begin, len, offset] {
-      Chunk c{begin, len};
-      c.done = pwrite_direct(fd, stage, len, offset + begin, &c.err);
-      return c;
-    });
+  for (const auto& [from, to] : redo) write_fd(buffered_fd_, data + from, to - from, offset + from);
+  if (begin < bytes) {  // not staged because a chunk failed
+    crc = crc32c(crc, data + begin, static_cast<size_t>(bytes - begin));
+    write_fd(buffered_fd_, data + begin, bytes - begin, offset + begin);
   }
-  finish();
+  return crc;
 }
 
-void RawWriter::write(const void* data, int64_t bytes, int64_t offset) {
+uint32_t RawWriter::write(const void* data, int64_t bytes, int64_t offset) {
   const char* p = static_cast<const char*>(data);
-  const int64_t lo = round_up(offset), hi = round_down(offset + bytes);
-  if (direct_fd_ < 0 || hi <= lo) return write_fd(buffered_fd_, p, bytes, offset);
+  const int64_t lo = align_up(offset), hi = align_down(offset + bytes);
+  if (direct_fd_ < 0 || hi <= lo) {
+    const auto t = Clock::now();
+    const uint32_t crc = crc32c(0, p, static_cast<size_t>(bytes));
+    stats_.copy_crc_seconds += seconds_since(t);
+    write_fd(buffered_fd_, p, bytes, offset);
+    return crc;
+  }
+  uint32_t crc = crc32c(0, p, static_cast<size_t>(lo - offset));
   write_fd(buffered_fd_, p, lo - offset, offset);
-  write_direct(p + (lo - offset), hi - lo, lo);
+  crc = write_direct(p + (lo - offset), hi - lo, lo, crc);
+  crc = crc32c(crc, p + (hi - offset), static_cast<size_t>(offset + bytes - hi));
   write_fd(buffered_fd_, p + (hi - offset), offset + bytes - hi, hi);
+  return crc;
 }
 
 void RawWriter::sync_and_close() {
+  pipeline_.reset();
   // One fdatasync covers both descriptors: O_DIRECT data is already on the
   // device, and the flush also empties the device's volatile cache.
+  const auto t = Clock::now();
   const int rc = ::fdatasync(buffered_fd_);
   const int err = errno;
+  stats_.sync_seconds += seconds_since(t);
   close_all();
   MPIACCEL_CHECK(rc == 0, "fdatasync of " + path_ + " failed: " + std::strerror(err));
 }

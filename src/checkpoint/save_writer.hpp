@@ -25,7 +25,6 @@ struct LocalShard {
   int64_t rows = 0;       // rows of dim 0 of the whole tensor
   int64_t row_bytes = 0;
   int64_t bytes = 0;      // of the whole tensor
-  uint32_t crc = 0;
 };
 
 // What rank 0 decides for everyone: its tensor list is the reference and its
@@ -86,12 +85,13 @@ struct WriteInput {
   std::string dir, tmp_path;
   const std::vector<LocalShard>* shards = nullptr;
   const SharedPlan* plan = nullptr;
-  std::vector<ShardRecord> all_records;  // rank 0 only
+  std::vector<ShardRecord> my_records;   // this rank's, CRCs still 0
+  std::vector<ShardRecord> all_records;  // rank 0 only, in rank order, CRCs still 0
   size_t record_count = 0;
   size_t name_length = 1;
   std::vector<int64_t> rng_sizes;  // per rank
   const std::string* rng_state = nullptr;
-  double* raw_seconds = nullptr;  // out: time of this rank's tensor writes + sync
+  std::string* timing = nullptr;  // out: this rank's phase 4 times, for the debug log
 };
 
 /// Phases 3 and 4. Every exception leaving it has been agreed on (thrown by

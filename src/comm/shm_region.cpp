@@ -60,15 +60,21 @@ void publish(std::atomic<uint32_t>& word, uint32_t value) {
 }
 
 // Waits until a peer's counter reaches `target`: a short spin covers a peer a
-// few microseconds behind, then the futex sleeps until publish() wakes it.
-// The 100 ms timeout only re-checks the word; the communicator's deadline
-// watcher, not this loop, ends a job whose peer never arrives.
+// few microseconds behind; then yielding lets a peer that shares our core
+// (ranks outnumbering cores) run and arrive; then the futex sleeps until
+// publish() wakes it. The 100 ms timeout only re-checks the word; the
+// communicator's deadline watcher, not this loop, ends a job whose peer never
+// arrives.
 void wait_for(std::atomic<uint32_t>& word, uint32_t target) {
-  for (int spin = 0; spin < 1000; ++spin) {
+  for (int spin = 0; spin < 200; ++spin) {
     if (reached(word.load(std::memory_order_acquire), target)) return;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+  }
+  for (int turn = 0; turn < 50; ++turn) {
+    if (reached(word.load(std::memory_order_acquire), target)) return;
+    std::this_thread::yield();
   }
   const timespec timeout{0, 100 * 1000 * 1000};
   for (;;) {

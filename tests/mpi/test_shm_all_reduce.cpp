@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include <dirent.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -70,11 +71,26 @@ std::string bytes_of(const at::Tensor& t) {
                      static_cast<size_t>(t.numel() * t.element_size()));
 }
 
+// Free bytes in /dev/shm (0 when it cannot be read).
+int64_t dev_shm_free_bytes() {
+  struct statvfs fs {};
+  if (::statvfs("/dev/shm", &fs) != 0) return 0;
+  return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(shared_memory_is_offered_exactly_when_there_are_peers) {
   auto& comm = world();
   const at::Tensor region = comm.allocate_shared(1 << 20);
+  // A host whose /dev/shm cannot hold the segments gets the documented
+  // fallback (undefined, with a warning) instead; say so rather than fail.
+  const bool room = comm.all_reduce_int(dev_shm_free_bytes() >= (int64_t{64} << 20) ? 1 : 0,
+                                        ReduceOp::Min) == 1;
+  if (!room && !region.defined()) {
+    BOOST_TEST_MESSAGE("/dev/shm has under 64 MiB free: the shared-memory tests are skipped");
+    return;
+  }
   check_all(region.defined() == (comm.size() > 1),
                      "allocate_shared: defined=" + std::to_string(region.defined()));
   if (region.defined()) {
@@ -85,7 +101,8 @@ BOOST_AUTO_TEST_CASE(shared_memory_is_offered_exactly_when_there_are_peers) {
 
 BOOST_AUTO_TEST_CASE(every_float_dtype_op_and_size) {
   auto& comm = world();
-  const at::Tensor region = comm.allocate_shared(int64_t{16} << 20);
+  // The 1M+3 doubles fit, and 4 ranks stay under a container's 64 MiB /dev/shm.
+  const at::Tensor region = comm.allocate_shared(int64_t{9} << 20);
   if (!region.defined()) return;  // one rank: nothing to share
   for (const at::ScalarType type : kFloatTypes)
     for (const ReduceOp op : kOps)
@@ -110,7 +127,7 @@ BOOST_AUTO_TEST_CASE(every_float_dtype_op_and_size) {
 
 BOOST_AUTO_TEST_CASE(random_data_is_bit_identical_on_every_rank_and_matches_mpi) {
   auto& comm = world();
-  const at::Tensor region = comm.allocate_shared(int64_t{8} << 20);
+  const at::Tensor region = comm.allocate_shared(int64_t{5} << 20);
   if (!region.defined()) return;
   at::manual_seed(100 + comm.rank());
   const int64_t numel = (int64_t{1} << 20) + 12345;

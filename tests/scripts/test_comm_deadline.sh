@@ -22,6 +22,10 @@ for mode in wait nowait shared; do
     > "$work/out" 2> "$work/err"
   rc=$?
   elapsed=$(( $(date +%s) - start ))
+  if [ "$mode" = shared ] && grep -qF "allocate_shared gave no shared memory" "$work/err"; then
+    echo "[shared] skipped: this host's /dev/shm cannot hold the segments (the MPI fallback applies)"
+    continue
+  fi
   want="all_reduce of 4194304 bytes (float32) on rank 0 of 2 did not complete within 3 s"
   if [ "$rc" -eq 0 ]; then
     echo "FAIL [$mode]: the job exited 0; the deadline did not abort it" >&2; status=1

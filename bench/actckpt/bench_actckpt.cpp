@@ -75,20 +75,18 @@ struct Options {
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--label") o.label = value();
-    else if (arg == "--csv") o.csv_path = value();
-    else if (arg == "--config") o.config_path = value();
-    else if (arg == "--warmup") o.warmup = std::stoi(value());
-    else if (arg == "--iters") o.iters = std::stoi(value());
-    else if (arg.find('=') != std::string::npos && arg[0] != '-') o.overrides.push_back(arg);
-    else usage("unknown argument " + arg);
-  }
+  mpiaccel::bench::parse_arguments(
+      argc, argv,
+      [&](const std::string& name, const std::string& value) {
+        if (name == "--label") o.label = value;
+        else if (name == "--csv") o.csv_path = value;
+        else if (name == "--config") o.config_path = value;
+        else if (name == "--warmup") o.warmup = std::stoi(value);
+        else if (name == "--iters") o.iters = std::stoi(value);
+        else return false;
+        return true;
+      },
+      &o.overrides, usage);
   if (o.label.empty() || o.csv_path.empty()) usage("--label NAME and --csv FILE are required");
   if (o.label.find(',') != std::string::npos) usage("--label must not contain a comma (CSV)");
   if (o.iters < 1 || o.warmup < 0) usage("need --iters >= 1 and --warmup >= 0");
@@ -193,10 +191,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_actckpt: %s\n", e.what());
-    return 1;
-  }
+  return mpiaccel::bench::run_main("bench_actckpt", [&] { return run(argc, argv); });
 }

@@ -1,13 +1,17 @@
 #pragma once
 // Small helpers the benchmark programs share: wall-clock milliseconds, the
-// median of a sample, and this process's peak resident set. Header-only so a
-// benchmark needs no extra library; no LibTorch or MPI here.
+// median of a sample, this process's peak resident set and CPU time, the
+// command-line walk and main()'s error report. Header-only so a benchmark
+// needs no extra library; no LibTorch or MPI here.
 
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
 #include <vector>
 
 namespace mpiaccel::bench {
@@ -44,6 +48,39 @@ inline double process_cpu_ms() {
   getrusage(RUSAGE_SELF, &usage);
   const auto ms_of = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec * 1e-3; };
   return ms_of(usage.ru_utime) + ms_of(usage.ru_stime);
+}
+
+/// Walks a benchmark's command line: each `--name VALUE` goes to
+/// `flag(name, value)`, which returns false for a name it does not know; each
+/// `section.key=value` config override is appended to `overrides`. Anything
+/// else, or a flag without its value, calls `usage(why)`, which must not
+/// return.
+template <typename Flag, typename Usage>
+void parse_arguments(int argc, char** argv, Flag&& flag, std::vector<std::string>* overrides,
+                     Usage&& usage) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--", 0) == 0) {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      if (!flag(arg, std::string(argv[++i]))) usage("unknown argument " + arg);
+    } else if (arg.find('=') != std::string::npos) {
+      overrides->push_back(arg);
+    } else {
+      usage("unknown argument " + arg);
+    }
+  }
+}
+
+/// A benchmark's main(): returns `run()`, or reports an exception as
+/// "NAME: what" on stderr and returns 1.
+template <typename Run>
+int run_main(const char* name, Run&& run) {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 1;
+  }
 }
 
 }  // namespace mpiaccel::bench

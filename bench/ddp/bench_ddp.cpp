@@ -36,10 +36,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sys/resource.h>
 #include <string>
 #include <vector>
 
+#include "common/bench_util.hpp"
 #include "ddp/ddp_strategy.hpp"
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/config.hpp"
@@ -48,7 +48,9 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using mpiaccel::bench::Clock;
+using mpiaccel::bench::ms;
+using mpiaccel::bench::process_cpu_ms;
 
 constexpr int64_t kWidth = 512;
 constexpr int64_t kHidden = 2048;
@@ -76,21 +78,19 @@ struct Options {
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--raw") o.raw_path = value();
-    else if (arg == "--round") o.round = std::stoi(value());
-    else if (arg == "--warmup") o.warmup = std::stoi(value());
-    else if (arg == "--iters") o.iters = std::stoi(value());
-    else if (arg == "--optimizer") o.optimizer = value();
-    else if (arg == "--label") o.label = value();
-    else if (arg.find('=') != std::string::npos && arg[0] != '-') o.overrides.push_back(arg);
-    else usage("unknown argument " + arg);
-  }
+  mpiaccel::bench::parse_arguments(
+      argc, argv,
+      [&](const std::string& name, const std::string& value) {
+        if (name == "--raw") o.raw_path = value;
+        else if (name == "--round") o.round = std::stoi(value);
+        else if (name == "--warmup") o.warmup = std::stoi(value);
+        else if (name == "--iters") o.iters = std::stoi(value);
+        else if (name == "--optimizer") o.optimizer = value;
+        else if (name == "--label") o.label = value;
+        else return false;
+        return true;
+      },
+      &o.overrides, usage);
   if (o.raw_path.empty()) usage("--raw FILE is required");
   if (o.iters < 1 || o.warmup < 0) usage("--iters must be >= 1 and --warmup >= 0");
   if (o.optimizer != "sgd" && o.optimizer != "adamw") usage("--optimizer must be sgd or adamw");
@@ -109,15 +109,6 @@ torch::nn::Sequential make_model() {
   return model;
 }
 
-// CPU time of the whole process (every thread), in milliseconds.
-double process_cpu_ms() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto ms_of = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec * 1e-3; };
-  return ms_of(usage.ru_utime) + ms_of(usage.ru_stime);
-}
-
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 // The reducer's record of the last synchronized backward, as
 // {comm, hidden, exposed} in milliseconds.
@@ -218,10 +209,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_ddp: %s\n", e.what());
-    return 1;
-  }
+  return mpiaccel::bench::run_main("bench_ddp", [&] { return run(argc, argv); });
 }

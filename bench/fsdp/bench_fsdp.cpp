@@ -85,24 +85,22 @@ Options parse_options(int argc, char** argv) {
   o.spec.n_head = 11;  // head size 64, as GPT-2
   o.spec.vocab_size = 256;
   o.spec.block_size = 64;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--label") o.label = value();
-    else if (arg == "--csv") o.csv_path = value();
-    else if (arg == "--warmup") o.warmup = std::stoi(value());
-    else if (arg == "--iters") o.iters = std::stoi(value());
-    else if (arg == "--n-layer") o.spec.n_layer = std::stoll(value());
-    else if (arg == "--n-embd") o.spec.n_embd = std::stoll(value());
-    else if (arg == "--n-head") o.spec.n_head = std::stoll(value());
-    else if (arg == "--seq-len") o.spec.block_size = std::stoll(value());
-    else if (arg == "--batch") o.batch = std::stoll(value());
-    else if (arg.find('=') != std::string::npos && arg[0] != '-') o.overrides.push_back(arg);
-    else usage("unknown argument " + arg);
-  }
+  mpiaccel::bench::parse_arguments(
+      argc, argv,
+      [&](const std::string& name, const std::string& value) {
+        if (name == "--label") o.label = value;
+        else if (name == "--csv") o.csv_path = value;
+        else if (name == "--warmup") o.warmup = std::stoi(value);
+        else if (name == "--iters") o.iters = std::stoi(value);
+        else if (name == "--n-layer") o.spec.n_layer = std::stoll(value);
+        else if (name == "--n-embd") o.spec.n_embd = std::stoll(value);
+        else if (name == "--n-head") o.spec.n_head = std::stoll(value);
+        else if (name == "--seq-len") o.spec.block_size = std::stoll(value);
+        else if (name == "--batch") o.batch = std::stoll(value);
+        else return false;
+        return true;
+      },
+      &o.overrides, usage);
   if (o.label.empty() || o.csv_path.empty()) usage("--label NAME and --csv FILE are required");
   if (o.label.find(',') != std::string::npos) usage("--label must not contain a comma (CSV)");
   if (o.iters < 1 || o.warmup < 0 || o.batch < 1) usage("need --iters >= 1, --warmup >= 0, --batch >= 1");
@@ -297,10 +295,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_fsdp: %s\n", e.what());
-    return 1;
-  }
+  return mpiaccel::bench::run_main("bench_fsdp", [&] { return run(argc, argv); });
 }

@@ -160,6 +160,8 @@ std::shared_ptr<ShmRegion> ShmRegion::create(int rank, int size, int64_t bytes,
   region->usable_bytes_ = (std::max<int64_t>(bytes, 1) + page - 1) / page * page;
   region->mapped_bytes_ = kHeaderBytes + region->usable_bytes_;
   region->mappings_.assign(static_cast<size_t>(size), nullptr);
+  region->sources_.resize(static_cast<size_t>(size));
+  region->outs_.resize(static_cast<size_t>(size));
 
   const std::string own = segment_name(token, rank);
   void* mine = map_segment(own, region->mapped_bytes_, true, why);
@@ -247,14 +249,12 @@ void ShmRegion::all_reduce(const at::Tensor& tensor, ReduceOp op) {
   // so no rank waits for another between reading and writing.
   const auto [begin, end] = slice_of(rank_, size_, numel, element_bytes);
   if (end > begin) {
-    std::vector<const void*> sources(static_cast<size_t>(size_));
-    std::vector<void*> outs(static_cast<size_t>(size_));
     for (int r = 0; r < size_; ++r) {
       char* slice = data(r) + offset + begin * element_bytes;
-      sources[static_cast<size_t>(r)] = slice;
-      outs[static_cast<size_t>((r - rank_ + size_) % size_)] = slice;  // own copy first
+      sources_[static_cast<size_t>(r)] = slice;
+      outs_[static_cast<size_t>((r - rank_ + size_) % size_)] = slice;  // own copy first
     }
-    reduce_elementwise(outs, sources, end - begin, tensor.scalar_type(), op);
+    reduce_elementwise(outs_, sources_, end - begin, tensor.scalar_type(), op);
   }
   publish(mine.departed, sequence);
 

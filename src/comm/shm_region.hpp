@@ -77,6 +77,10 @@ class ShmRegion {
   int64_t usable_bytes_ = 0;
   int64_t mapped_bytes_ = 0;
   std::vector<void*> mappings_;  // one per rank, in rank order
+  // Scratch of all_reduce (every rank's slice, read and written), sized once:
+  // no allocation per op on the training step's path.
+  std::vector<const void*> sources_;
+  std::vector<void*> outs_;
   uint32_t sequence_ = 0;        // ops issued on this region so far
 };
 

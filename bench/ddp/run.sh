@@ -12,7 +12,9 @@
 # the machine allows, and T(solo)/T2 what our communication keeps of it.
 #
 # Environment: DDP_ROUNDS (3), DDP_WARMUP (5), DDP_ITERS (20),
-# DDP_OPTIMIZER (sgd | adamw), DDP_BUCKET_CAP_MB (25), and DDP_OURS_ARGS
+# DDP_OPTIMIZER (sgd | adamw), DDP_BUCKET_CAP_MB (25), DDP_BUCKET_VIEW (1:
+# gradient_as_bucket_view on both sides, our default; 0 = PyTorch's default,
+# gradients copied into the buckets and back), and DDP_OURS_ARGS
 # (extra section.key=value overrides for ours). Each round runs the four
 # configurations, in the opposite order to the round before, so slow drift
 # of a shared machine hits both sides alike. Writes OUT_DIR/ddp_raw.csv (one
@@ -26,6 +28,9 @@ warmup=${DDP_WARMUP:-5}
 iters=${DDP_ITERS:-20}
 optimizer=${DDP_OPTIMIZER:-sgd}
 bucket_cap_mb=${DDP_BUCKET_CAP_MB:-25}
+bucket_view=${DDP_BUCKET_VIEW:-1}
+case $bucket_view in 0) bucket_view_word=false ;; 1) bucket_view_word=true ;;
+  *) echo "bench/ddp: DDP_BUCKET_VIEW must be 0 or 1, not '$bucket_view'" >&2; exit 1 ;; esac
 ours=$build/bin/bench_ddp
 python=/usr/bin/python3
 
@@ -59,19 +64,20 @@ run_one() {  # IMPL NP ROUND
       # shellcheck disable=SC2086  # DDP_OURS_ARGS is a list of overrides
       mpirun "${flags[@]}" -np 1 "$ours" --raw "$raw.solo$k" --warmup "$warmup" --iters "$iters" \
         --optimizer "$optimizer" --round "$round" --label solo \
-        "ddp.bucket_cap_mb=$bucket_cap_mb" ${DDP_OURS_ARGS:-} &
+        "ddp.bucket_cap_mb=$bucket_cap_mb" "ddp.gradient_as_bucket_view=$bucket_view_word" \
+        ${DDP_OURS_ARGS:-} &
     done
     wait
     for ((k = 0; k < np; ++k)); do cat "$raw.solo$k" >> "$raw"; rm -f "$raw.solo$k"; done
   elif [ "$impl" = ours ]; then
     # shellcheck disable=SC2086  # DDP_OURS_ARGS is a list of overrides
     mpirun "${flags[@]}" -np "$np" "$ours" "${common[@]}" --round "$round" \
-      "ddp.bucket_cap_mb=$bucket_cap_mb" ${DDP_OURS_ARGS:-}
+      "ddp.bucket_cap_mb=$bucket_cap_mb" "ddp.gradient_as_bucket_view=$bucket_view_word" ${DDP_OURS_ARGS:-}
   else
     [ "$have_torch" = 1 ] || return 0
     mpirun "${flags[@]}" -np "$np" -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$(free_port)" \
       -x GLOO_SOCKET_IFNAME=lo "$python" "$here/torch_ddp.py" "${common[@]}" --round "$round" \
-      --bucket-cap-mb "$bucket_cap_mb"
+      --bucket-cap-mb "$bucket_cap_mb" --gradient-as-bucket-view "$bucket_view"
   fi
 }
 
@@ -88,4 +94,4 @@ done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 "$python" "$here/summarize.py" "$raw" "$out/ddp.csv" \
-  --note "optimizer $optimizer, bucket_cap_mb $bucket_cap_mb, $rounds rounds x $iters timed steps (+$warmup warmup), $(nproc) cores, load average $load_before before, $load_after after"
+  --note "optimizer $optimizer, bucket_cap_mb $bucket_cap_mb, gradient_as_bucket_view $bucket_view_word, $rounds rounds x $iters timed steps (+$warmup warmup), $(nproc) cores, load average $load_before before, $load_after after"

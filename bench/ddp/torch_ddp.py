@@ -6,6 +6,7 @@ the rendezvous from MASTER_ADDR/MASTER_PORT (run.sh picks a free port).
 
     torch_ddp.py --raw FILE [--round R] [--warmup N] [--iters N]
                  [--optimizer sgd|adamw] [--bucket-cap-mb MB]
+                 [--gradient-as-bucket-view 0|1]
 
 Rank 0 appends one CSV row per timed iteration to FILE, with the columns of
 bench_ddp.cpp; the all-reduce columns are empty (gloo records none for us).
@@ -56,6 +57,8 @@ def main():
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0)
+    parser.add_argument("--gradient-as-bucket-view", type=int, choices=[0, 1], default=1,
+                        help="DDP's gradient_as_bucket_view (run.sh passes ours' setting)")
     parser.add_argument("--comm-hook", choices=["none", "fp16"], default="none",
                         help="fp16: torch's fp16_compress_hook (all-reduce in fp16; its "
                              "bf16 hook refuses to run without CUDA)")
@@ -70,7 +73,8 @@ def main():
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=300))
 
     torch.manual_seed(0)
-    model = DistributedDataParallel(make_model(), bucket_cap_mb=args.bucket_cap_mb)
+    model = DistributedDataParallel(make_model(), bucket_cap_mb=args.bucket_cap_mb,
+                                    gradient_as_bucket_view=bool(args.gradient_as_bucket_view))
     if args.comm_hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)

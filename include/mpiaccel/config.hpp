@@ -42,7 +42,7 @@ struct DistributedConfig {
 struct DdpConfig {
   double bucket_cap_mb = 25;
   bool find_unused_parameters = false;
-  bool gradient_as_bucket_view = false;
+  bool gradient_as_bucket_view = true;
   bool static_graph = false;
 };
 

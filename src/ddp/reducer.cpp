@@ -91,8 +91,14 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     infos_[i] = GradInfo{p.scalar_type(), p.device(), p.numel() * p.element_size()};
   }
   const GradientDivision division = gradient_division(comm_->size(), options_.reduce_dtype);
-  pre_scale_ = at::scalar_tensor(division.before, at::kDouble);
-  if (division.after != 1.0) post_scale_ = at::scalar_tensor(division.after, at::kDouble);
+  // Full-width wire: the all-reduce averages as it sums (one pass fewer over
+  // every gradient). A 16-bit wire divides before and after instead, so the
+  // sum cannot overflow (NOTES.md).
+  if (division.split) {
+    bucket_op_ = ReduceOp::Sum;
+    pre_scale_ = at::scalar_tensor(division.before, at::kDouble);
+    post_scale_ = at::scalar_tensor(division.after, at::kDouble);
+  }
   fired_.assign(n, 0);
   ready_.assign(n, 0);
   used_.assign(n, 0);
@@ -218,7 +224,7 @@ void Reducer::mark_ready(size_t i) {
   Bucket& bucket = buckets_[b];
   const at::Tensor& view = bucket.views[s];
   at::Tensor& grad = params_[i].mutable_grad();
-  const bool divide = comm_->size() > 1;
+  const bool divide = pre_scale_.defined();
   if (!grad.defined()) {
     view.zero_();  // used on no rank here: contributes nothing
   } else if (options_.gradient_as_bucket_view && grad.is_alias_of(view)) {
@@ -240,7 +246,7 @@ void Reducer::launch_ready_buckets() {
     bucket.timing = BucketTiming{};
     bucket.timing.launched = Clock::now();
     if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);
-    bucket.work = comm_->all_reduce_async(bucket.wire.defined() ? bucket.wire : bucket.flat, ReduceOp::Sum);
+    bucket.work = comm_->all_reduce_async(bucket.wire.defined() ? bucket.wire : bucket.flat, bucket_op_);
   }
 }
 

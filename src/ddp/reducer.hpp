@@ -8,16 +8,17 @@
 //   backward, in the order the gradients actually became ready on rank 0
 //   (broadcast, so every rank has the same buckets).
 // - A post hook on each parameter's gradient accumulator copies the fresh
-//   gradient, divided by the world size, into its bucket view (or, with
-//   gradient_as_bucket_view, param.grad IS the view and is divided in place).
-//   Dividing during that copy costs no extra pass over memory and keeps
-//   fp16/bf16 sums from overflowing.
+//   gradient into its bucket view (with gradient_as_bucket_view, the default,
+//   param.grad IS the view and nothing is copied). A full-width bucket is
+//   all-reduced with Avg: the division happens inside the reduction, which
+//   costs no pass over memory of its own.
 // - reduce_dtype (mixed precision): a bucket whose dtype differs is cast into
 //   its wire tensor (reduce_dtype, allocated with the bucket) when it
 //   launches, all-reduced in that dtype
 //   (half the bytes of fp32 for bf16/fp16) and cast back into the bucket when
 //   backward ends. The division is then split as FSDP does: by `pre` in the
-//   copy into the bucket and by `post` after the sum (pre·post = world,
+//   hook (the copy into the bucket, or in place in the view) and by `post`
+//   after the sum (pre·post = world,
 //   gradient_divide_factors), so 16-bit summands neither underflow nor
 //   overflow. The optimizer still reads fp32 gradients.
 // - When a bucket's last gradient is in, its all_reduce is launched on the
@@ -67,7 +68,7 @@ struct ReducerOptions {
   int64_t first_bucket_bytes = int64_t{1} << 20;
   int64_t bucket_bytes = int64_t{25} << 20;
   bool find_unused_parameters = false;
-  bool gradient_as_bucket_view = false;
+  bool gradient_as_bucket_view = true;
   bool static_graph = false;
   /// The dtype of the all-reduce; nullopt = each bucket's own dtype.
   std::optional<at::ScalarType> reduce_dtype;
@@ -161,8 +162,9 @@ class Reducer {
   ReducerOptions options_;
   std::vector<GradInfo> infos_;
   std::unique_ptr<GradReadyHooks> hooks_;
-  at::Tensor pre_scale_;   // 0-d double: applied in the copy into the bucket
-  at::Tensor post_scale_;  // 0-d double: applied after the sum; undefined = none
+  ReduceOp bucket_op_ = ReduceOp::Avg;  // Sum when a 16-bit wire splits the division
+  at::Tensor pre_scale_;   // 0-d double, split division only: applied in the copy into the bucket
+  at::Tensor post_scale_;  // 0-d double, split division only: applied after the sum
 
   mutable std::mutex mutex_;
   std::vector<Bucket> buckets_;

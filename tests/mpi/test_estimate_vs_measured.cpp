@@ -48,7 +48,7 @@ struct Case {
 std::vector<Case> cases() {
   return {
       {"ddp", {"distributed.strategy=ddp"}, "ddp"},
-      {"ddp bucket view", {"distributed.strategy=ddp", "ddp.gradient_as_bucket_view=true"}, "ddp"},
+      {"ddp copied grads", {"distributed.strategy=ddp", "ddp.gradient_as_bucket_view=false"}, "ddp"},
       {"zero1", {"distributed.strategy=zero", "zero.stage=1"}, "zero1"},
       {"zero2", {"distributed.strategy=zero", "zero.stage=2"}, "zero2"},
       {"zero1 offload", {"distributed.strategy=zero", "zero.stage=1", "zero.offload_optimizer=cpu"}, "zero1", true},

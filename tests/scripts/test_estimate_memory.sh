@@ -36,8 +36,8 @@ rows = {(r["strategy"], r["offload"], r["precision"]): r for r in d["rows"]}
 assert len(rows) == 21
 def states(r): return r["param_bytes"] + r["grad_bytes"] + r["optimizer_bytes"]
 ceil = lambda x: -(-x // n)
-# fp32: params 4Ψ, grads 4Ψ (+4Ψ DDP buckets), AdamW 8Ψ.
-assert states(rows["ddp", False, "fp32"]) == 20 * psi
+# fp32: params 4Ψ, grads 4Ψ (bucket views, the default: no second copy), AdamW 8Ψ.
+assert states(rows["ddp", False, "fp32"]) == 16 * psi
 assert states(rows["zero1", False, "fp32"]) == 8 * psi + ceil(psi) * 8
 assert states(rows["zero2", False, "fp32"]) == 4 * psi + ceil(psi) * 12
 # mixed precision: 2Ψ + 2Ψ + K = 12.
@@ -49,6 +49,16 @@ for r in d["rows"]:
     assert r["device_peak_bytes"] == states(r) + r["gathered_bytes"] + r["activation_bytes"]
     if r["offload"]:
         assert r["optimizer_bytes"] == 0 and r["host_bytes"] > 0
+PY
+
+# Without bucket views DDP holds the gradients twice (.grad and the buckets).
+"$MPIACCEL" estimate-memory --config job.ini --world 8 --json ddp.gradient_as_bucket_view=false > copied.json \
+  || fail "the gradient_as_bucket_view override failed"
+python3 - copied.json <<'PY' || fail "DDP without bucket views should hold 20 bytes per parameter in fp32"
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = next(r for r in d["rows"] if (r["strategy"], r["offload"], r["precision"]) == ("ddp", False, "fp32"))
+assert r["param_bytes"] + r["grad_bytes"] + r["optimizer_bytes"] == 20 * d["model"]["params"]
 PY
 
 # Overrides and activation checkpointing lower the activations.

@@ -44,8 +44,8 @@ run gpt_np2_one_bucket 2 6 "${GPT[@]}" ddp.bucket_cap_mb=1000
 compare gpt_np1 gpt_np2_one_bucket
 run gpt_np2_accumulate 2 3 "${GPT[@]}" train.grad_accum_steps=2
 compare gpt_np1 gpt_np2_accumulate
-run gpt_np2_bucket_view 2 6 "${GPT[@]}" ddp.gradient_as_bucket_view=true
-compare gpt_np1 gpt_np2_bucket_view
+run gpt_np2_copied_grads 2 6 "${GPT[@]}" ddp.gradient_as_bucket_view=false
+compare gpt_np1 gpt_np2_copied_grads
 
 run mlp_np1 1 12 "${MLP[@]}"
 for np in 3 4; do

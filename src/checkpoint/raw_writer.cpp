@@ -45,6 +45,21 @@ bool direct_io_enabled() {
   return !(direct && std::string(direct) == "0");
 }
 
+void preallocate_file(const std::string& path, int64_t bytes) {
+  if (bytes <= 0) return;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  MPIACCEL_CHECK(fd >= 0, "cannot open " + path + " to reserve its space: " + std::strerror(errno));
+  const int rc = ::posix_fallocate(fd, 0, bytes);  // returns the error, sets no errno
+  ::close(fd);
+  if (rc == 0 || rc == EOPNOTSUPP || rc == EINVAL) return;
+  MPIACCEL_CHECK(rc != ENOSPC, "cannot reserve " + std::to_string(bytes) + " bytes for " + path +
+                                   ": the disk is full (" + std::strerror(ENOSPC) +
+                                   "); free space or point [checkpoint] dir elsewhere (the "
+                                   "previous checkpoint is untouched)");
+  MPIACCEL_THROW("cannot reserve " + std::to_string(bytes) + " bytes for " + path + ": " +
+                 std::strerror(rc));
+}
+
 RawWriter::RawWriter(const std::string& path) : path_(path) {
   buffered_fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   MPIACCEL_CHECK(buffered_fd_ >= 0, "cannot open " + path + " to write tensor data: " +

@@ -20,6 +20,17 @@ class IoPipeline;
 /// load then goes through the page cache.
 bool direct_io_enabled();
 
+/// Reserves the file's first `bytes` bytes on the disk in one request
+/// (posix_fallocate), before the ranks write their rows into it. Without it,
+/// ranks writing their pieces at once make the file system allocate the
+/// blocks in the order the writes land: on ext4 a 512 MiB checkpoint written
+/// by 2 ranks came out in 33 extents out of order and read back at 0.73 GB/s,
+/// against 1.1 GB/s for a sequentially written file (docs/checkpoint.md).
+/// Also finds a full disk before any tensor byte is written. A file system
+/// that cannot preallocate (EOPNOTSUPP, EINVAL) is left as it is. Throws on
+/// ENOSPC and other errors.
+void preallocate_file(const std::string& path, int64_t bytes);
+
 class RawWriter {
  public:
   /// Time spent by the calling thread, for the save's debug log.

@@ -6,6 +6,7 @@
 #include <hdf5.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -144,6 +145,19 @@ void write_file(Communicator& comm, const WriteInput& in) {
     }
     (void)trainer;
   });
+  // Every dataset is allocated now (ALLOC_TIME_EARLY): rank 0 reserves the
+  // file's blocks in one piece before the ranks write into it, so the file
+  // is contiguous on the disk, and a full disk fails here, before any write.
+  if (in.rank == 0 && error.empty())
+    recorded(&error, [&] {
+      int64_t end = 0;
+      for (const auto& d : datasets) {
+        const haddr_t base = H5Dget_offset(d.dataset);
+        if (base != HADDR_UNDEF)
+          end = std::max(end, static_cast<int64_t>(base + H5Dget_storage_size(d.dataset)));
+      }
+      preallocate_file(in.tmp_path, end);
+    });
   all_ok(comm, error.empty(), error);
 
   // Phase 4. From here on an error is recorded and the remaining collective

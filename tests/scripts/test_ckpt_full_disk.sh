@@ -2,8 +2,9 @@
 # A full disk, for real: a 16 MiB tmpfs (needs root to mount). Two failures,
 # each one clear error on every rank, nothing existing damaged:
 #  - the tensors alone exceed the free space (caught before writing);
-#  - the tensors fit but the file's metadata does not (ENOSPC inside the
-#    collective write: every rank still fails alike, the .tmp is removed).
+#  - the tensors fit but the whole file does not (ENOSPC when rank 0
+#    reserves the file's blocks, after HDF5 created the objects collectively:
+#    every rank still fails alike, the .tmp is removed).
 # Afterwards `latest` names step 1, which verifies and loads.
 set -u
 build=$1

@@ -14,7 +14,7 @@ mkdir -p "$out"
 data=$out/ckpt_data
 csv=$out/bench_ckpt.csv
 rm -rf "$data"
-echo "np,method,op,writers,bytes,seconds,GB_per_s" > "$csv"
+echo "np,method,op,writers,bytes,seconds,GB_per_s,median_seconds,median_GB_per_s" > "$csv"
 trap 'rm -rf "$data"' EXIT
 for np in 1 2 4; do
   # shellcheck disable=SC2086

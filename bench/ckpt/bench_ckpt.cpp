@@ -21,7 +21,7 @@
 // host's cache of the virtual disk (measured: 2 GB/s instead of 0.7-1.6).
 //
 //   mpirun -np N bench_ckpt DIR [--mib TOTAL] [--reps R] [--settle S] [--csv FILE] [--load-only CKPT]
-//                               [--methods seq,torch,ours]
+//                               [--methods seq,torch,ours[,peerread]]
 //
 // --load-only loads a checkpoint written by another world size (resharding)
 // into this world's even row layout and times only that.
@@ -120,9 +120,13 @@ class Bench {
       : rt_(rt), world_(std::move(world)), dir_(std::move(dir)), reps_(reps), settle_(settle),
         methods_(std::move(methods)) {}
 
-  // --methods seq,torch,ours (default all): for timing one method's phases.
+  // --methods seq,torch,ours (default all): for timing one method's phases;
+  // peerread (only when named): the peer's O_DIRECT reader on our file.
   bool wanted(const char* method) const {
-    return methods_.empty() || ("," + methods_ + ",").find(std::string(",") + method + ",") != std::string::npos;
+    return methods_.empty() || explicitly_wanted(method);
+  }
+  bool explicitly_wanted(const char* method) const {
+    return ("," + methods_ + ",").find(std::string(",") + method + ",") != std::string::npos;
   }
 
   // After a method's previous output is deleted: let freed memory go back to
@@ -187,7 +191,8 @@ class Bench {
     }
     std::string path;
     int64_t step = 0;
-    enum { kSeqSave, kSeqDirect, kSeqLoad, kSeqDirectLoad, kTorchSave, kTorchLoad, kOursSave, kOursLoad, kCount };
+    enum { kSeqSave, kSeqDirect, kSeqLoad, kSeqDirectLoad, kTorchSave, kTorchLoad, kOursSave, kOursLoad,
+           kPeerReadsOurs, kCount };
     std::vector<std::vector<double>> t(kCount);
     auto keep = [&](int which, double seconds) { t[which].push_back(seconds); };
     // Saves, then loads; the order of the three methods rotates each repetition.
@@ -275,6 +280,24 @@ class Bench {
         }},
         {"ours", [&] { keep(kOursLoad, time_once([&] { drop_cache(path); settle(); }, [&] { ckpt.load(path, targets); })); }},
     };
+    // Diagnostic, only with --methods ...,peerread: the sequential O_DIRECT
+    // reader of the peer, run on our latest checkpoint file (same bytes plus
+    // HDF5's few KiB). Slow here = the file, fast = our reader.
+    if (explicitly_wanted("peerread"))
+      loads.push_back({"peerread", [&] {
+        keep(kPeerReadsOurs, time_once([&] { if (rank == 0) drop_cache(path); settle(); }, [&] {
+          if (rank != 0) return;
+          int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+          MPIACCEL_CHECK(fd >= 0, "this file system does not support O_DIRECT");
+          for (int64_t done = 0; done < static_cast<int64_t>(source_bytes);) {
+            const auto n = static_cast<size_t>(std::min<int64_t>(block.size(), static_cast<int64_t>(source_bytes) - done));
+            const ssize_t got = ::pread(fd, source + done, n, done);
+            if (got <= 0) break;
+            done += got;
+          }
+          ::close(fd);
+        }));
+      }});
     for (int rep = 0; rep < reps_; ++rep) {
       for (size_t k = 0; k < saves.size(); ++k) {
         const Method& m = saves[(k + rep) % saves.size()];
@@ -309,6 +332,7 @@ class Bench {
     row("seq O_DIRECT read", "load", 1, kSeqDirectLoad);
     row("torch::load per rank", "load", size, kTorchLoad);
     row("mpiaccel load", "load", size, kOursLoad);
+    row("seq O_DIRECT read of ours' file", "load", 1, kPeerReadsOurs);
   }
 
   void run_load_only(int64_t total, const std::string& path, std::vector<Row>* rows) {

@@ -97,7 +97,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   if (division.split) {
     bucket_op_ = ReduceOp::Sum;
     pre_scale_ = at::scalar_tensor(division.before, at::kDouble);
-    post_scale_ = at::scalar_tensor(division.after, at::kDouble);
+    if (division.after != 1.0) post_scale_ = at::scalar_tensor(division.after, at::kDouble);
   }
   fired_.assign(n, 0);
   ready_.assign(n, 0);

@@ -164,7 +164,7 @@ class Reducer {
   std::unique_ptr<GradReadyHooks> hooks_;
   ReduceOp bucket_op_ = ReduceOp::Avg;  // Sum when a 16-bit wire splits the division
   at::Tensor pre_scale_;   // 0-d double, split division only: applied in the copy into the bucket
-  at::Tensor post_scale_;  // 0-d double, split division only: applied after the sum
+  at::Tensor post_scale_;  // 0-d double, split division only: applied after the sum; undefined = none
 
   mutable std::mutex mutex_;
   std::vector<Bucket> buckets_;

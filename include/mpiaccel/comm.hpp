@@ -113,6 +113,14 @@ class Communicator {
   /// /dev/shm too small; allocate ordinary memory then. Collective over this
   /// communicator.
   virtual at::Tensor allocate_shared(int64_t /*bytes*/) { return at::Tensor(); }
+  /// `bytes` of host memory (a uint8 tensor) that is the SAME memory on
+  /// every rank: what one rank writes, every rank reads. For state that the
+  /// ranks of a node would otherwise each hold an identical copy of (DDP's
+  /// node-shared parameters, docs/ddp.md). Returns an undefined tensor, on
+  /// every rank alike, where that is not possible: NCCL, a single rank, ranks
+  /// on several nodes, or a /dev/shm too small. Collective over this
+  /// communicator.
+  virtual at::Tensor allocate_node_shared(int64_t /*bytes*/) { return at::Tensor(); }
 };
 
 /// Fails on every rank together: if `ok` is false on any rank, throws

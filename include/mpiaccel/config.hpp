@@ -44,6 +44,7 @@ struct DdpConfig {
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = true;
   bool static_graph = false;
+  bool node_shared_params = true;  ///< one parameter copy per node, each rank steps its rows
 };
 
 struct FsdpConfig {

@@ -13,10 +13,14 @@
 //
 //   strategy       params        grads               optimizer
 //   ddp            pΨ            gΨ (+gΨ buckets¹)   KΨ
+//   ddp, node-shared⁴  pΨ/L      gΨ                  KΨ/L
 //   zero1          pΨ            gΨ                  KΨ/N
 //   zero2          pΨ            gΨ/N                KΨ/N
 //   zero3 / fsdp   pΨ/N + pR²    gΨ/N                KΨ/N     + gathered 2·pU³
 //   ¹ DDP's flat buckets are a second copy unless gradient_as_bucket_view.
+//   ⁴ [ddp] node_shared_params on CPU ranks of one node: the L ranks of the
+//     node hold one copy of the parameters in shared memory, each updates
+//     (and keeps the optimizer state of) ⌈rows/L⌉ rows of every parameter.
 //   ² R: parameters outside every unit (embeddings, final norm), which FSDP
 //     keeps gathered. ³ U: the largest unit, gathered while it runs, plus the
 //     next one prefetched; without resharding after forward (SHARD_GRAD_OP)
@@ -115,6 +119,10 @@ struct EstimateSettings {
   int world_size = 1;
   int64_t optimizer_slots = 2;           ///< AdamW
   bool gradient_as_bucket_view = false;  ///< [ddp]
+  /// [ddp] node_shared_params: the ranks sharing one copy of the parameters
+  /// (the CPU ranks of a one-node job); 1 = every rank its own copy (GPUs,
+  /// several nodes).
+  int node_shared_ranks = 1;
   int64_t batch_size = 8;                ///< per rank, per micro-step
   bool activation_checkpointing = false;
   /// fsdp: false for SHARD_GRAD_OP or [fsdp] reshard_after_forward = false

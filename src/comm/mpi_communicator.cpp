@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "comm/mpi_types.hpp"
+#include "comm/shm_block.hpp"
 #include "comm/shm_region.hpp"
 #include "mpiaccel/log.hpp"
 #include "comm/tensor_checks.hpp"
@@ -283,11 +284,8 @@ bool MpiCommunicator::all_on_one_node() {
 at::Tensor MpiCommunicator::allocate_shared(int64_t bytes) {
   const char* setting = std::getenv("MPIACCEL_SHM_ALLREDUCE");
   if (size_ < 2 || (setting && std::strcmp(setting, "0") == 0) || !all_on_one_node()) return {};
-  const ShmSetupCollectives collectives{
-      [this](const std::string& text) { return broadcast_bytes(text, 0); },
-      [this](bool ok) { return all_reduce_int(ok ? 1 : 0, ReduceOp::Min) == 1; }};
   std::string why;
-  auto region = ShmRegion::create(rank_, size_, bytes, collectives, &why);
+  auto region = ShmRegion::create(rank_, size_, bytes, shm_setup_collectives(), &why);
   if (!region) {
     if (!why.empty())
       log_warn("rank " + std::to_string(rank_) + ": no shared memory for in-place all-reduce (" +
@@ -301,6 +299,24 @@ at::Tensor MpiCommunicator::allocate_shared(int64_t bytes) {
                  regions_.end());
   regions_.push_back(region);
   return region->tensor(region);
+}
+
+at::Tensor MpiCommunicator::allocate_node_shared(int64_t bytes) {
+  if (size_ < 2 || !all_on_one_node()) return {};
+  std::string why;
+  auto block = ShmBlock::create(rank_, bytes, shm_setup_collectives(), &why);
+  if (!block) {
+    if (!why.empty())
+      log_warn("rank " + std::to_string(rank_) + ": no node-shared memory (" + why +
+               "); every rank keeps its own copy instead. Give the job a larger /dev/shm");
+    return {};
+  }
+  return block->tensor(block);
+}
+
+ShmSetupCollectives MpiCommunicator::shm_setup_collectives() {
+  return {[this](const std::string& text) { return broadcast_bytes(text, 0); },
+          [this](bool ok) { return all_reduce_int(ok ? 1 : 0, ReduceOp::Min) == 1; }};
 }
 
 std::shared_ptr<ShmRegion> MpiCommunicator::region_of(const at::Tensor& tensor) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/comm_thread.hpp"
+#include "comm/shm_segment.hpp"
 #include "mpiaccel/comm.hpp"
 
 namespace mpiaccel::detail {
@@ -47,12 +48,15 @@ class MpiCommunicator final : public Communicator {
   std::shared_ptr<Communicator> split(int color, int key) override;
 
   at::Tensor allocate_shared(int64_t bytes) override;
+  at::Tensor allocate_node_shared(int64_t bytes) override;
 
  private:
   /// The live shared region `tensor` lies in, or nullptr.
   std::shared_ptr<ShmRegion> region_of(const at::Tensor& tensor);
   /// Whether every rank runs on this node (asked once; collective then).
   bool all_on_one_node();
+  /// The collective steps of a shared segment's set-up, over this communicator.
+  ShmSetupCollectives shm_setup_collectives();
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;

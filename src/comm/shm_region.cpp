@@ -1,21 +1,17 @@
 #include "comm/shm_region.hpp"
 
 #include <ATen/ops/from_blob.h>
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
-#include <chrono>
 #include <climits>
-#include <cstring>
-#include <random>
 #include <thread>
 
 #include "comm/shm_reduce_kernels.hpp"
+#include "comm/shm_segment.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::detail {
@@ -84,52 +80,6 @@ void wait_for(std::atomic<uint32_t>& word, uint32_t target) {
   }
 }
 
-std::string segment_name(const std::string& token, int rank) {
-  return "/mpiaccel-" + token + "-" + std::to_string(rank);
-}
-
-std::string make_token() {
-  std::random_device entropy;
-  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-  char text[64];
-  std::snprintf(text, sizeof text, "%d-%08x%08llx", static_cast<int>(::getpid()), entropy(),
-                static_cast<unsigned long long>(now) & 0xffffffffULL);
-  return text;
-}
-
-// Maps segment `name` (created first when `create`); returns nullptr and sets
-// `why` on failure.
-void* map_segment(const std::string& name, int64_t bytes, bool create, std::string* why) {
-  const int flags = create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR;
-  const int fd = ::shm_open(name.c_str(), flags, 0600);
-  if (fd < 0) {
-    *why = "shm_open(" + name + "): " + std::strerror(errno);
-    return nullptr;
-  }
-  if (create) {
-    // posix_fallocate reserves the pages now: a /dev/shm too small for them
-    // fails here, cleanly, instead of with SIGBUS at the first touch.
-    int error = ::ftruncate(fd, bytes) == 0 ? 0 : errno;
-    if (error == 0) error = ::posix_fallocate(fd, 0, bytes);
-    if (error != 0) {
-      *why = "reserving " + std::to_string(bytes) + " bytes in /dev/shm for " + name + ": " +
-             std::strerror(error);
-      ::close(fd);
-      ::shm_unlink(name.c_str());
-      return nullptr;
-    }
-  }
-  void* address = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int error = errno;
-  ::close(fd);
-  if (address == MAP_FAILED) {
-    *why = "mmap(" + name + "): " + std::strerror(error);
-    if (create) ::shm_unlink(name.c_str());
-    return nullptr;
-  }
-  return address;
-}
-
 // [begin, end) of rank `r`'s slice of `numel` elements split over `size`.
 std::pair<int64_t, int64_t> slice_of(int r, int size, int64_t numel, int64_t element_bytes) {
   const int64_t align = std::max<int64_t>(1, kSliceAlignBytes / element_bytes);
@@ -144,27 +94,16 @@ std::pair<int64_t, int64_t> slice_of(int r, int size, int64_t numel, int64_t ele
 std::shared_ptr<ShmRegion> ShmRegion::create(int rank, int size, int64_t bytes,
                                              const ShmSetupCollectives& collectives,
                                              std::string* why) {
-  // Rank 0's token names the segments; its size is every rank's size (a peer
-  // that mapped more bytes than the owner reserved would fault on them).
-  const std::string agreed = collectives.broadcast_rank0(
-      rank == 0 ? make_token() + "/" + std::to_string(bytes) : std::string());
-  const auto slash = agreed.find('/');
-  const std::string token = agreed.substr(0, slash);
-  const bool same_size = agreed.substr(slash + 1) == std::to_string(bytes);
-  if (!collectives.all_true(same_size))
-    MPIACCEL_THROW("allocate_shared: the ranks asked for different sizes (rank 0: " +
-                   agreed.substr(slash + 1) + " bytes, rank " + std::to_string(rank) + ": " +
-                   std::to_string(bytes) + "): every rank must ask for the same size");
-  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  const std::string token = agree_on_segment_token(rank, bytes, collectives, "allocate_shared");
   std::shared_ptr<ShmRegion> region(new ShmRegion(rank, size));
-  region->usable_bytes_ = (std::max<int64_t>(bytes, 1) + page - 1) / page * page;
+  region->usable_bytes_ = round_up_to_pages(bytes);
   region->mapped_bytes_ = kHeaderBytes + region->usable_bytes_;
   region->mappings_.assign(static_cast<size_t>(size), nullptr);
   region->sources_.resize(static_cast<size_t>(size));
   region->outs_.resize(static_cast<size_t>(size));
 
-  const std::string own = segment_name(token, rank);
-  void* mine = map_segment(own, region->mapped_bytes_, true, why);
+  const std::string own = shm_segment_name(token, rank);
+  void* mine = map_shm_segment(own, region->mapped_bytes_, true, why);
   region->mappings_[static_cast<size_t>(rank)] = mine;
   if (!collectives.all_true(mine != nullptr)) {
     if (mine) ::shm_unlink(own.c_str());
@@ -174,7 +113,7 @@ std::shared_ptr<ShmRegion> ShmRegion::create(int rank, int size, int64_t bytes,
   bool mapped_all = true;
   for (int peer = 0; peer < size && mapped_all; ++peer) {
     if (peer == rank) continue;
-    void* theirs = map_segment(segment_name(token, peer), region->mapped_bytes_, false, why);
+    void* theirs = map_shm_segment(shm_segment_name(token, peer), region->mapped_bytes_, false, why);
     region->mappings_[static_cast<size_t>(peer)] = theirs;
     mapped_all = theirs != nullptr;
   }

@@ -19,23 +19,14 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/shm_segment.hpp"
 #include "mpiaccel/comm.hpp"
 
 namespace mpiaccel::detail {
-
-/// The collective steps a ShmRegion needs from its communicator while it is
-/// set up (run on the calling thread, in the same order on every rank).
-struct ShmSetupCollectives {
-  /// Rank 0's string on every rank.
-  std::function<std::string(const std::string&)> broadcast_rank0;
-  /// True on every rank iff `ok` is true on every rank.
-  std::function<bool(bool ok)> all_true;
-};
 
 class ShmRegion {
  public:

@@ -56,7 +56,9 @@ std::vector<KeySpec> build_schema() {
             "find parameters without a gradient each step (slower)")
       .flag(MPIACCEL_KEY(P, gradient_as_bucket_view),
             "gradients are views into the buckets (saves one copy and memory)")
-      .flag(MPIACCEL_KEY(P, static_graph), "the set of used parameters never changes");
+      .flag(MPIACCEL_KEY(P, static_graph), "the set of used parameters never changes")
+      .flag(MPIACCEL_KEY(P, node_shared_params),
+            "CPU ranks of one node share one copy of the parameters; each updates its rows");
 
   using F = FsdpConfig;
   rows_of(rows, "fsdp", &Config::fsdp)

@@ -10,6 +10,7 @@
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/ddp.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/log.hpp"
 #include "state/model_sync.hpp"
 #include "state/optimizer_state.hpp"
 
@@ -48,6 +49,13 @@ void DdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
   check_same_model_across_ranks(*comm_, *model);
   broadcast_module_state(*comm_, *model);
   ParamList list = trainable_params(*model);
+  MPIACCEL_CHECK(optimizer || !config_.node_shared_params,
+                 "DDP prepare: node-shared parameters need the optimizer; pass it to prepare()");
+  if (config_.node_shared_params && comm_->size() > 1)
+    node_shared_ = NodeSharedParams::create(list.params, list.names, comm_, *optimizer);
+  if (node_shared_ && comm_->rank() == 0)
+    log_info("DDP: the " + std::to_string(comm_->size()) + " ranks share one copy of the " +
+             "parameters in node-shared memory; each steps its rows ([ddp] node_shared_params)");
   reducer_ = std::make_unique<Reducer>(std::move(list.params), std::move(list.names), comm_,
                                        reducer_options(config_, precision_));
   reducer_->set_gradient_sync(sync_);
@@ -64,22 +72,29 @@ bool DdpStrategy::gradient_sync() const { return sync_; }
 void DdpStrategy::after_backward() {
   require_prepared("after_backward()");
   reducer_->after_backward();
+  // The optimizer's row views see the averaged gradients before any unscaling or clipping.
+  if (node_shared_ && sync_) node_shared_->attach_grads();
 }
 
 double DdpStrategy::grad_norm() {
   require_prepared("grad_norm()");
-  // Gradients are averaged and identical on every rank: the local norm is the global one.
+  // Node-shared: each rank unscales and applies only its rows, so the norm is
+  // summed over the ranks' rows. Otherwise gradients are averaged and
+  // identical on every rank: the local norm is the global one.
+  if (node_shared_) return node_shared_->grad_norm();
   return local_grad_norm(reducer_->params());
 }
 
 void DdpStrategy::scale_grads(double factor) {
   require_prepared("scale_grads()");
-  scale_local_grads(reducer_->params(), factor);
+  if (node_shared_) node_shared_->scale_grads(factor);
+  else scale_local_grads(reducer_->params(), factor);
 }
 
 void DdpStrategy::step(torch::optim::Optimizer& optimizer) {
   require_prepared("step()");
-  optimizer.step();
+  if (node_shared_) node_shared_->step(optimizer);
+  else optimizer.step();
 }
 
 void DdpStrategy::zero_grad(torch::optim::Optimizer& optimizer) {
@@ -89,23 +104,41 @@ void DdpStrategy::zero_grad(torch::optim::Optimizer& optimizer) {
   // Optimizer parameters outside the reducer (frozen in the model) too.
   for (const auto& group : optimizer.param_groups())
     for (const auto& p : group.params())
-      if (!reducer_->manages(p)) zero_local_grads({p});
+      if (!reducer_->manages(p) && !(node_shared_ && node_shared_->holds(p))) zero_local_grads({p});
 }
 
 ShardedStateDict DdpStrategy::state_dict(torch::optim::Optimizer& optimizer) {
   require_prepared("state_dict()");
-  return replicated_state_dict(*model_, optimizer, comm_->rank(), comm_->size(),
-                               RowOwnership::Spread);
+  if (!node_shared_)
+    return replicated_state_dict(*model_, optimizer, comm_->rank(), comm_->size(),
+                                 RowOwnership::Spread);
+  ShardedStateDict dict;
+  add_model_rows(dict, *model_, comm_->rank(), comm_->size());
+  node_shared_->add_optimizer_state(dict, optimizer);
+  dict.attributes = optimizer_attributes(optimizer);
+  return dict;
 }
 
 ShardedStateDict DdpStrategy::load_targets(torch::optim::Optimizer& optimizer) {
   require_prepared("load_targets()");
-  pending_load_ = replicated_load_targets(*model_, optimizer);
-  return pending_load_.targets;
+  if (!node_shared_) {
+    pending_load_ = replicated_load_targets(*model_, optimizer);
+    return pending_load_.targets;
+  }
+  // Each rank fills its rows of the shared parameters and of the optimizer state.
+  ShardedStateDict dict;
+  add_model_targets(dict, *model_, comm_->rank(), comm_->size(), node_shared_->params());
+  node_shared_->add_optimizer_targets(dict, optimizer);
+  dict.attributes = optimizer_attributes(optimizer);
+  return dict;
 }
 
 void DdpStrategy::finish_load(torch::optim::Optimizer& optimizer) {
   require_prepared("finish_load()");
+  if (node_shared_) {
+    node_shared_->finish_load(optimizer);
+    return;
+  }
   // Every rank read every row of the same file: replicas agree without communication.
   pending_load_.finish(optimizer);
   pending_load_ = ReplicatedLoad{};
@@ -117,6 +150,10 @@ Strategy::MemoryAccount DdpStrategy::memory(torch::optim::Optimizer& optimizer) 
   std::vector<at::Tensor> all_params;
   for (const auto& item : model_->named_parameters(true)) all_params.push_back(item.value());
   account.param_bytes = tensor_bytes(all_params);
+  // Node-shared: the node holds the trainable parameters once; this rank's
+  // share is the rows it updates.
+  if (node_shared_)
+    account.param_bytes += node_shared_->own_param_bytes() - node_shared_->shared_param_bytes();
   int64_t buckets = 0;
   for (int64_t bytes : reducer_->bucket_sizes()) buckets += bytes;
   // Bucket views ARE the gradients; otherwise .grad tensors come on top. A

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ddp/node_shared_params.hpp"
 #include "ddp/reducer.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/precision.hpp"
@@ -36,6 +37,9 @@ class DdpStrategy final : public Strategy {
 
   /// The reducer (after prepare), for tests and benchmarks.
   Reducer& reducer();
+  /// Whether the parameters live in node-shared memory ([ddp]
+  /// node_shared_params, where possible; after prepare).
+  bool node_shared() const { return node_shared_ != nullptr; }
   /// Bytes of the bucket options derived from the config.
   static ReducerOptions reducer_options(const DdpConfig& config, const PrecisionPolicy& precision = {});
 
@@ -47,6 +51,7 @@ class DdpStrategy final : public Strategy {
   std::shared_ptr<Communicator> comm_;
   std::shared_ptr<torch::nn::Module> model_;
   std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<NodeSharedParams> node_shared_;  // null: every rank its own replica
   bool sync_ = true;
   ReplicatedLoad pending_load_;
 };

@@ -62,9 +62,11 @@ MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spe
 
   if (row.strategy == "ddp") {
     MPIACCEL_CHECK(!offload, "estimate-memory: DDP offloads nothing");
-    row.param_bytes = p * psi;
+    MPIACCEL_CHECK(settings.node_shared_ranks >= 1, "estimate-memory: node_shared_ranks must be >= 1");
+    const int64_t own = settings.node_shared_ranks > 1 ? shard_elements(model, settings.node_shared_ranks) : psi;
+    row.param_bytes = p * own;
     row.grad_bytes = g * psi * (settings.gradient_as_bucket_view ? 1 : 2);
-    row.optimizer_bytes = k * psi;
+    row.optimizer_bytes = k * own;
   } else if (row.strategy == "zero1" || row.strategy == "zero2") {
     row.param_bytes = p * psi;
     row.grad_bytes = row.strategy == "zero1" ? g * psi : g * shard;

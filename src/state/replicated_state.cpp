@@ -8,6 +8,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "mpiaccel/error.hpp"
 #include "state/model_sync.hpp"
@@ -67,12 +68,36 @@ const std::string& name_of(const std::unordered_map<const void*, std::string>& n
 
 }  // namespace
 
+void add_model_rows(ShardedStateDict& dict, const torch::nn::Module& model, int rank, int size,
+                    RowOwnership ownership) {
+  for (const NamedTensor& t : module_tensors(model))
+    dict.tensors.push_back(save_rows("model/" + t.name, t.tensor, rank, size, ownership));
+}
+
+void add_model_targets(ShardedStateDict& dict, torch::nn::Module& model, int rank, int size,
+                       const std::vector<at::Tensor>& spread) {
+  std::unordered_set<const void*> spread_impls;
+  for (const at::Tensor& t : spread) spread_impls.insert(t.unsafeGetTensorImpl());
+  for (const NamedTensor& t : module_tensors(model)) {
+    if (t.is_buffer || !spread_impls.count(t.tensor.unsafeGetTensorImpl())) {
+      dict.tensors.push_back(load_all("model/" + t.name, t.tensor));
+      continue;
+    }
+    const at::Tensor rows = as_rows(t.tensor.detach());
+    const RowRange range = even_row_range(rows.size(0), size, rank);
+    ShardedTensor target = load_all("model/" + t.name, t.tensor);
+    target.row_begin = range.begin;
+    target.row_count = range.count;
+    target.local = rows.narrow(0, range.begin, range.count);
+    dict.tensors.push_back(std::move(target));
+  }
+}
+
 ShardedStateDict replicated_state_dict(const torch::nn::Module& model,
                                        torch::optim::Optimizer& optimizer, int rank, int size,
                                        RowOwnership ownership) {
   ShardedStateDict dict;
-  for (const NamedTensor& t : module_tensors(model))
-    dict.tensors.push_back(save_rows("model/" + t.name, t.tensor, rank, size, ownership));
+  add_model_rows(dict, model, rank, size, ownership);
   const auto names = names_by_impl(model);
   const bool has_step = optimizer_kind(optimizer) != "sgd";
   for (const auto& group : optimizer.param_groups())
@@ -94,8 +119,7 @@ ShardedStateDict replicated_state_dict(const torch::nn::Module& model,
 
 ReplicatedLoad replicated_load_targets(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   ReplicatedLoad load;
-  for (const NamedTensor& t : module_tensors(model))
-    load.targets.tensors.push_back(load_all("model/" + t.name, t.tensor));
+  add_model_targets(load.targets, model, 0, 1);
   const auto names = names_by_impl(model);
   const bool has_step = optimizer_kind(optimizer) != "sgd";
   for (const auto& group : optimizer.param_groups())

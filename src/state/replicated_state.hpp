@@ -31,6 +31,15 @@ enum class RowOwnership {
   RankZero,   ///< rank 0 writes every row, others none (independent ranks)
 };
 
+/// This rank's rows of every model tensor ("model/<fqn>"), for saving.
+void add_model_rows(ShardedStateDict& dict, const torch::nn::Module& model, int rank, int size,
+                    RowOwnership ownership = RowOwnership::Spread);
+/// Load destinations of every model tensor: whole on every rank, except the
+/// parameters in `spread` (which every rank shares in memory): of those, each
+/// rank loads its even_row_range rows.
+void add_model_targets(ShardedStateDict& dict, torch::nn::Module& model, int rank, int size,
+                       const std::vector<at::Tensor>& spread = {});
+
 /// This rank's rows of every model tensor and optimizer slot, plus optimizer
 /// attributes. No communication. Slots the optimizer has not created yet
 /// (before its first step) are not listed.

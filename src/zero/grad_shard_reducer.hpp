@@ -43,7 +43,7 @@
 #include "state/grad_ready_hooks.hpp"
 #include "ddp/bucket_layout.hpp"
 #include "mpiaccel/comm.hpp"
-#include "zero/shard_layout.hpp"
+#include "state/shard_layout.hpp"
 
 namespace torch::autograd {
 struct Node;

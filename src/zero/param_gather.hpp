@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "zero/shard_layout.hpp"
+#include "state/shard_layout.hpp"
 
 namespace mpiaccel {
 class Communicator;

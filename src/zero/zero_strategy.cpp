@@ -61,29 +61,29 @@ void ZeroStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
   broadcast_module_state(*comm_, *model);
   ParamList list = trainable_params(*model);
   MPIACCEL_CHECK(!list.params.empty(), "ZeRO: the model has no parameter that requires grad");
-  params_ = std::move(list.params);
-  names_ = std::move(list.names);
+  sharded_.params = std::move(list.params);
+  sharded_.names = std::move(list.names);
   const int rank = comm_->rank(), world = comm_->size();
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const at::Tensor& p = params_[i];
-    MPIACCEL_CHECK(p.is_contiguous(), "ZeRO: parameter " + names_[i] +
+  for (size_t i = 0; i < sharded_.params.size(); ++i) {
+    const at::Tensor& p = sharded_.params[i];
+    MPIACCEL_CHECK(p.is_contiguous(), "ZeRO: parameter " + sharded_.names[i] +
                                           " is not contiguous; its dim-0 rows are sharded in place");
-    shards_.push_back(make_param_shard(p, world));
-    const at::Tensor rows = shard_view(p, shards_.back(), rank);
+    sharded_.shards.push_back(make_param_shard(p, world));
+    const at::Tensor rows = shard_view(p, sharded_.shards.back(), rank);
     if (offload_) {
       // fp32 master rows in host memory; pinned when the parameter is on a
       // GPU so the copies each step can be asynchronous.
       const auto host = at::TensorOptions().dtype(at::kFloat).pinned_memory(p.is_cuda());
       at::Tensor master = at::empty(rows.sizes(), host);
       master.copy_(rows);
-      shard_params_.push_back(master);
+      sharded_.shard_params.push_back(master);
       host_grads_.push_back(at::zeros(rows.sizes(), host));
     } else {
-      shard_params_.push_back(rows);
+      sharded_.shard_params.push_back(rows);
     }
   }
-  repoint_optimizer(*optimizer);
+  sharded_.repoint_optimizer(*optimizer, "ZeRO prepare");
 
   const int64_t reduce_bytes = megabytes_to_bytes(config_.reduce_bucket_mb, "reduce_bucket_mb");
   const int64_t first_bucket = int64_t{1} << 20;  // as DDP: the first bucket starts early
@@ -94,42 +94,16 @@ void ZeroStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
     // .grad IS the bucket view: full gradients are held once (4Ψ in fp32), not twice.
     options.gradient_as_bucket_view = true;
     options.reduce_dtype = reduce_dtype_;
-    all_reducer_ = std::make_unique<Reducer>(params_, names_, comm_, options);
+    all_reducer_ = std::make_unique<Reducer>(sharded_.params, sharded_.names, comm_, options);
     all_reducer_->set_gradient_sync(sync_);
   } else {
-    shard_reducer_ = std::make_unique<GradShardReducer>(params_, names_, shards_, comm_,
+    shard_reducer_ = std::make_unique<GradShardReducer>(sharded_.params, sharded_.names, sharded_.shards, comm_,
                                                         first_bucket, reduce_bytes, reduce_dtype_);
     shard_reducer_->set_gradient_sync(sync_);
   }
   gather_ = std::make_unique<ParamGather>(
-      params_, shards_, comm_, megabytes_to_bytes(config_.allgather_bucket_mb, "allgather_bucket_mb"));
+      sharded_.params, sharded_.shards, comm_, megabytes_to_bytes(config_.allgather_bucket_mb, "allgather_bucket_mb"));
   model_ = std::move(model);
-}
-
-void ZeroStrategy::repoint_optimizer(torch::optim::Optimizer& optimizer) {
-  MPIACCEL_CHECK(optimizer.state().empty(),
-                 "ZeRO prepare: the optimizer already has state (it has stepped); prepare the "
-                 "strategy before the first optimizer step");
-  std::unordered_map<const void*, size_t> index;
-  for (size_t i = 0; i < params_.size(); ++i) index.emplace(params_[i].unsafeGetTensorImpl(), i);
-  in_optimizer_.assign(params_.size(), 0);
-  // Param groups keep their options and order; only their tensors change.
-  for (auto& group : optimizer.param_groups())
-    for (at::Tensor& p : group.params()) {
-      auto it = index.find(p.unsafeGetTensorImpl());
-      if (it == index.end()) {
-        MPIACCEL_CHECK(!p.requires_grad(),
-                       "ZeRO prepare: the optimizer holds a tensor of shape " + shape_text(p.sizes()) +
-                           " that is not a parameter of the model; build the optimizer over "
-                           "model->parameters()");
-        continue;  // frozen: never has a gradient, never steps
-      }
-      MPIACCEL_CHECK(!in_optimizer_[it->second],
-                     "ZeRO prepare: parameter " + names_[it->second] +
-                         " appears twice in the optimizer's parameter groups");
-      in_optimizer_[it->second] = 1;
-      p = shard_params_[it->second];
-    }
 }
 
 void ZeroStrategy::set_gradient_sync(bool enabled) {
@@ -146,17 +120,17 @@ void ZeroStrategy::after_backward() {
 
 at::Tensor ZeroStrategy::device_shard_grad(size_t i) const {
   if (shard_reducer_) return shard_reducer_->shard_grad(i);
-  const at::Tensor& grad = params_[i].grad();
+  const at::Tensor& grad = sharded_.params[i].grad();
   if (!grad.defined()) return {};
-  return shard_view(grad, shards_[i], comm_->rank());
+  return shard_view(grad, sharded_.shards[i], comm_->rank());
 }
 
 double ZeroStrategy::grad_norm() {
   require_prepared("grad_norm()");
   // Stage 1: every rank holds the same averaged gradients.
-  if (all_reducer_) return local_grad_norm(params_);
+  if (all_reducer_) return local_grad_norm(sharded_.params);
   std::vector<at::Tensor> squares;
-  for (size_t i = 0; i < params_.size(); ++i)
+  for (size_t i = 0; i < sharded_.params.size(); ++i)
     squares.push_back(shard_reducer_->shard_grad(i).detach().to(at::kDouble).pow(2).sum());
   const double local = at::stack(squares).sum().item<double>();  // one host sync
   return std::sqrt(comm_->all_reduce_scalar(local, ReduceOp::Sum));
@@ -165,32 +139,32 @@ double ZeroStrategy::grad_norm() {
 void ZeroStrategy::scale_grads(double factor) {
   require_prepared("scale_grads()");
   if (all_reducer_) {
-    scale_local_grads(params_, factor);
+    scale_local_grads(sharded_.params, factor);
     return;
   }
-  for (size_t i = 0; i < params_.size(); ++i) shard_reducer_->shard_grad(i).detach().mul_(factor);
+  for (size_t i = 0; i < sharded_.params.size(); ++i) shard_reducer_->shard_grad(i).detach().mul_(factor);
 }
 
 void ZeroStrategy::attach_shard_grads() {
   if (!offload_) {
-    for (size_t i = 0; i < params_.size(); ++i) shard_params_[i].mutable_grad() = device_shard_grad(i);
+    for (size_t i = 0; i < sharded_.params.size(); ++i) sharded_.shard_params[i].mutable_grad() = device_shard_grad(i);
     return;
   }
   // Device → host into pinned buffers, asynchronously; the last copy is a
   // blocking one on the same stream, so when it returns all have landed.
-  std::vector<at::Tensor> grads(params_.size());
-  size_t last = params_.size();
-  for (size_t i = 0; i < params_.size(); ++i) {
+  std::vector<at::Tensor> grads(sharded_.params.size());
+  size_t last = sharded_.params.size();
+  for (size_t i = 0; i < sharded_.params.size(); ++i) {
     grads[i] = device_shard_grad(i);
     if (grads[i].defined()) last = i;
   }
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = 0; i < sharded_.params.size(); ++i) {
     if (!grads[i].defined()) {
-      shard_params_[i].mutable_grad() = at::Tensor();
+      sharded_.shard_params[i].mutable_grad() = at::Tensor();
       continue;
     }
     host_grads_[i].copy_(grads[i], /*non_blocking=*/grads[i].is_cuda() && i != last);
-    shard_params_[i].mutable_grad() = host_grads_[i];
+    sharded_.shard_params[i].mutable_grad() = host_grads_[i];
   }
 }
 
@@ -201,12 +175,12 @@ void ZeroStrategy::step(torch::optim::Optimizer& optimizer) {
   auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer);
   if (offload_ && adamw) host_adamw_step(*adamw);
   else optimizer.step();
-  gather_->gather(shard_params_);
+  gather_->gather(sharded_.shard_params);
 }
 
 void ZeroStrategy::zero_grad(torch::optim::Optimizer& optimizer) {
   require_prepared("zero_grad()");
-  if (all_reducer_) zero_local_grads(params_);  // in place: .grad stays the bucket view
+  if (all_reducer_) zero_local_grads(sharded_.params);  // in place: .grad stays the bucket view
   else shard_reducer_->zero_grad();
   // Frozen parameters of the optimizer, and the host gradient rows.
   for (const auto& group : optimizer.param_groups()) zero_local_grads(group.params());
@@ -219,7 +193,7 @@ Strategy::MemoryAccount ZeroStrategy::memory(torch::optim::Optimizer& optimizer)
   for (const auto& item : model_->named_parameters(true))
     distinct.emplace(item.value().unsafeGetTensorImpl(), item.value().numel() * item.value().element_size());
   for (const auto& [impl, bytes] : distinct) account.param_bytes += bytes;
-  if (offload_) account.param_bytes += tensor_bytes(shard_params_);  // host masters
+  if (offload_) account.param_bytes += tensor_bytes(sharded_.shard_params);  // host masters
   if (all_reducer_) {
     // Bucket views are the gradients (gradient_as_bucket_view).
     for (int64_t bytes : all_reducer_->bucket_sizes()) account.grad_bytes += bytes;

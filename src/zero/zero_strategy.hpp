@@ -30,7 +30,8 @@
 #include "mpiaccel/strategy.hpp"
 #include "zero/grad_shard_reducer.hpp"
 #include "zero/param_gather.hpp"
-#include "zero/shard_layout.hpp"
+#include "state/shard_layout.hpp"
+#include "state/shard_optimizer_state.hpp"
 
 namespace mpiaccel::detail {
 
@@ -58,16 +59,15 @@ class ZeroStrategy final : public Strategy {
   bool offload() const { return offload_; }
   /// The tensor the optimizer holds for trainable parameter i (its rows, or
   /// their host master copy), and the split of that parameter.
-  const at::Tensor& shard_param(size_t i) const { return shard_params_[i]; }
-  const ParamShard& shard(size_t i) const { return shards_[i]; }
-  const std::vector<at::Tensor>& params() const { return params_; }
+  const at::Tensor& shard_param(size_t i) const { return sharded_.shard_params[i]; }
+  const ParamShard& shard(size_t i) const { return sharded_.shards[i]; }
+  const std::vector<at::Tensor>& params() const { return sharded_.params; }
   /// Stage 1's DDP reducer / stage 2's reduce-scatter (after prepare).
   Reducer& all_reducer();
   GradShardReducer& shard_reducer();
 
  private:
   void require_prepared(const char* what) const;
-  void repoint_optimizer(torch::optim::Optimizer& optimizer);
   /// The averaged gradient rows of parameter i on its device (undefined if none).
   at::Tensor device_shard_grad(size_t i) const;
   void attach_shard_grads();
@@ -78,16 +78,12 @@ class ZeroStrategy final : public Strategy {
   bool offload_ = false;
   bool sync_ = true;
   std::shared_ptr<torch::nn::Module> model_;
-  std::vector<at::Tensor> params_;  // trainable, distinct, full
-  std::vector<std::string> names_;
-  std::vector<ParamShard> shards_;
-  std::vector<at::Tensor> shard_params_;  // what the optimizer holds
-  std::vector<char> in_optimizer_;        // shard_params_[i] is in a param group
+  RowShardedParams sharded_;  // trainable, distinct, full params; what the optimizer holds
   std::vector<at::Tensor> host_grads_;    // offload: host gradient rows
   std::unique_ptr<Reducer> all_reducer_;
   std::unique_ptr<GradShardReducer> shard_reducer_;
   std::unique_ptr<ParamGather> gather_;
-  std::vector<std::pair<size_t, at::Tensor>> pending_steps_;  // (param, loaded step)
+  PendingSteps pending_steps_;
 };
 
 }  // namespace mpiaccel::detail

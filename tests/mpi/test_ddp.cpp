@@ -231,12 +231,16 @@ BOOST_AUTO_TEST_CASE(first_bucket_all_reduce_overlaps_backward) {
 
 BOOST_AUTO_TEST_CASE(libtorch_optimizer_zero_grad_keeps_bucket_views) {
   // Users may call optimizer.zero_grad() themselves; LibTorch 1.13 zeroes in
-  // place, so the bucket views stay bound.
+  // place, so the bucket views stay bound. (Not with node-shared parameters:
+  // there the optimizer holds row views and must be driven through the
+  // strategy, as with ZeRO; docs/ddp.md.)
   at::set_num_threads(1);
   torch::manual_seed(4);
   auto model = std::make_shared<Mlp>(8, 16, 4, 2);
   auto opt = make_optimizer("sgd", *model);
-  mpiaccel::detail::DdpStrategy strategy(ddp_config(25, false, /*view=*/true), world_ptr());
+  DdpConfig config = ddp_config(25, false, /*view=*/true);
+  config.node_shared_params = false;
+  mpiaccel::detail::DdpStrategy strategy(config, world_ptr());
   strategy.prepare(model, opt);
   for (int step = 0; step < 2; ++step) {
     opt->zero_grad();
@@ -252,4 +256,46 @@ BOOST_AUTO_TEST_CASE(libtorch_optimizer_zero_grad_keeps_bucket_views) {
             reducer.params()[i].grad().is_alias_of(reducer.bucket_view(i)) &&
             reducer.params()[i].grad().abs().sum().item<double>() == 0;
   MPIACCEL_CHECK_ALL(bound);
+}
+
+// [ddp] node_shared_params (the default): on one node the ranks hold ONE copy
+// of the parameters, and each keeps the optimizer state of its rows only.
+BOOST_AUTO_TEST_CASE(node_shared_params_are_one_copy_per_node) {
+  at::set_num_threads(1);
+  const int n = world().size();
+  Trial t = mlp_trial(25, "adamw");
+  mpiaccel::detail::DdpStrategy* strategy = nullptr;
+  std::unique_ptr<Strategy> keep;
+  const TrialResult r = run_trial(world(), world_ptr(), t, &strategy, &keep);
+  MPIACCEL_CHECK_ALL(r.max_loss_rel <= kTolerance && r.max_param_rel <= kTolerance);
+  MPIACCEL_CHECK_ALL(strategy->node_shared() == (n > 1));
+  if (n == 1) return;
+  // A write on rank 0 is seen by every rank: the memory is shared.
+  const at::Tensor p = strategy->reducer().params()[0];
+  const double before = p.sum().item<double>();
+  world().barrier();
+  if (world().rank() == 0) {
+    at::NoGradGuard no_grad;
+    p.add_(1.0);
+  }
+  world().barrier();
+  const double after = p.sum().item<double>();
+  MPIACCEL_CHECK_ALL(std::abs(after - (before + static_cast<double>(p.numel()))) < 1e-3 * p.numel());
+  // AdamW's two slots, for this rank's rows of every parameter only.
+  int64_t own_elements = 0;
+  for (const at::Tensor& q : strategy->reducer().params()) {
+    const int64_t rows = q.dim() == 0 ? 1 : q.size(0);
+    const RowRange range = chunk_row_range(rows, n, world().rank());
+    own_elements += range.count * (rows == 0 ? 0 : q.numel() / rows);
+  }
+  const auto account = strategy->memory(*r.optimizer);
+  MPIACCEL_CHECK_ALL(account.optimizer_bytes == 2 * 4 * own_elements);
+}
+
+BOOST_AUTO_TEST_CASE(replicated_params_without_node_sharing) {
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    Trial t = block_trial(kTinyCap, optimizer);
+    t.ddp.node_shared_params = false;
+    expect_equivalent(t, "block, every rank its own replica");
+  }
 }

@@ -114,6 +114,7 @@ struct TrialResult {
   double max_loss_rel = 0;   // over steps, |ddp - ref| / |ref|
   double max_param_rel = 0;  // over tensors, ||ddp - ref|| / ||ref||
   bool checks_ok = true;
+  std::shared_ptr<torch::optim::Optimizer> optimizer;  // the DDP side's, after the steps
 };
 
 inline std::shared_ptr<torch::optim::Optimizer> make_optimizer(const std::string& kind,
@@ -196,6 +197,7 @@ inline TrialResult run_trial(Communicator& comm, std::shared_ptr<Communicator> c
     const double rel = (item.value() - r).norm().item<double>() / (r.norm().item<double>() + 1e-30);
     result.max_param_rel = std::max(result.max_param_rel, rel);
   }
+  result.optimizer = opt;
   if (out_strategy) *out_strategy = strategy.get();
   if (keep) *keep = std::move(strategy);
   return result;

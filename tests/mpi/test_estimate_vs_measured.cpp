@@ -5,7 +5,8 @@
 // one real AdamW step taken (so the optimizer state exists), then
 // Strategy::memory() (params, grads, optimizer bytes this rank holds, device
 // and host together) compared with estimate_memory() for the same strategy
-// and world size: each term and their sum within 10 % on every rank, and
+// and world size (DDP's node-shared parameters: all ranks on this node share
+// them): each term and their sum within 10 % on every rank, and
 // FSDP's largest gathered unit equal to the estimate's. At np 3 the shards
 // are uneven; the estimate rounds every parameter's rows up as the strategies
 // do (torch.chunk), so it is the largest rank's figure.
@@ -47,8 +48,11 @@ struct Case {
 
 std::vector<Case> cases() {
   return {
-      {"ddp", {"distributed.strategy=ddp"}, "ddp"},
-      {"ddp copied grads", {"distributed.strategy=ddp", "ddp.gradient_as_bucket_view=false"}, "ddp"},
+      {"ddp", {"distributed.strategy=ddp", "ddp.node_shared_params=false"}, "ddp"},
+      {"ddp node-shared", {"distributed.strategy=ddp"}, "ddp"},
+      {"ddp copied grads",
+       {"distributed.strategy=ddp", "ddp.gradient_as_bucket_view=false", "ddp.node_shared_params=false"},
+       "ddp"},
       {"zero1", {"distributed.strategy=zero", "zero.stage=1"}, "zero1"},
       {"zero2", {"distributed.strategy=zero", "zero.stage=2"}, "zero2"},
       {"zero1 offload", {"distributed.strategy=zero", "zero.stage=1", "zero.offload_optimizer=cpu"}, "zero1", true},
@@ -127,6 +131,8 @@ BOOST_AUTO_TEST_CASE(estimate_matches_measured_accounting_of_the_bundled_gpt) {
     settings.world_size = n;
     settings.optimizer_slots = optimizer_slots(config.optimizer);
     settings.gradient_as_bucket_view = config.ddp.gradient_as_bucket_view;
+    // All ranks of this test run on one node.
+    settings.node_shared_ranks = config.ddp.node_shared_params ? n : 1;
     settings.batch_size = config.train.batch_size;
     settings.reshard_after_forward =
         config.fsdp.reshard_after_forward && config.fsdp.sharding_strategy != "SHARD_GRAD_OP";

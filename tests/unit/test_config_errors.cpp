@@ -209,7 +209,7 @@ BOOST_AUTO_TEST_CASE(set_and_get_errors) {
   } catch (const ConfigError& e) {
     BOOST_TEST(e.message() == "get 'ddp.bucket': [ddp] bucket: unknown key; accepted: "
                               "bucket_cap_mb, find_unused_parameters, gradient_as_bucket_view, "
-                              "static_graph");
+                              "static_graph, node_shared_params");
   }
   try {
     c.get("lr");

@@ -1,6 +1,6 @@
 // Dim-0 row shards of a parameter (see shard_layout.hpp).
 
-#include "zero/shard_layout.hpp"
+#include "state/shard_layout.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -11,7 +11,7 @@ namespace mpiaccel::detail {
 
 ParamShard make_param_shard(const at::Tensor& param, int world) {
   MPIACCEL_CHECK(param.is_contiguous(),
-                 "ZeRO: parameters must be contiguous (their dim-0 rows are sharded in place)");
+                 "parameters must be contiguous to be sharded (their dim-0 rows are split in place)");
   ParamShard shard;
   shard.rows = param.dim() == 0 ? 1 : param.size(0);
   shard.row_numel = shard.rows == 0 ? 0 : param.numel() / shard.rows;

@@ -1,0 +1,136 @@
+// DDP's node-shared parameters (see node_shared_params.hpp).
+
+#include "ddp/node_shared_params.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+
+#include <cmath>
+
+#include "mpiaccel/comm.hpp"
+#include "mpiaccel/error.hpp"
+#include "state/shard_layout.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+// Every parameter starts on a cache line of its own in the block.
+constexpr int64_t kParamAlignBytes = 64;
+
+int64_t bytes_of(const at::Tensor& t) { return t.numel() * t.element_size(); }
+
+}  // namespace
+
+std::unique_ptr<NodeSharedParams> NodeSharedParams::create(std::vector<at::Tensor> params,
+                                                           std::vector<std::string> names,
+                                                           std::shared_ptr<Communicator> comm,
+                                                           torch::optim::Optimizer& optimizer) {
+  MPIACCEL_CHECK(comm && params.size() == names.size(), "node-shared parameters: bad arguments");
+  // The models agree across ranks (checked before), so every rank decides alike.
+  if (params.empty()) return nullptr;
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const at::Tensor& p : params) {
+    if (!p.device().is_cpu() || !p.is_contiguous()) return nullptr;
+    total = (total + kParamAlignBytes - 1) / kParamAlignBytes * kParamAlignBytes;
+    offsets.push_back(total);
+    total += bytes_of(p);
+  }
+  at::Tensor block = comm->allocate_node_shared(total);
+  if (!block.defined()) return nullptr;
+
+  std::unique_ptr<NodeSharedParams> shared(new NodeSharedParams());
+  shared->comm_ = comm;
+  shared->block_ = block;
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> views;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& p = params[i];
+    views.push_back(
+        block.narrow(0, offsets[i], bytes_of(p)).view(p.scalar_type()).view(p.sizes()));
+  }
+  // Rank 0's values (every rank holds the same) fill the block once; nobody
+  // reads it before they are all there.
+  if (comm->rank() == 0)
+    for (size_t i = 0; i < params.size(); ++i) views[i].copy_(params[i]);
+  comm->barrier();
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_data(views[i]);
+
+  RowShardedParams& sharded = shared->sharded_;
+  const int rank = comm->rank(), world = comm->size();
+  for (const at::Tensor& p : params) {
+    sharded.shards.push_back(make_param_shard(p, world));
+    sharded.shard_params.push_back(shard_view(p, sharded.shards.back(), rank));
+  }
+  sharded.params = std::move(params);
+  sharded.names = std::move(names);
+  sharded.repoint_optimizer(optimizer, "DDP prepare (node-shared parameters)");
+  return shared;
+}
+
+void NodeSharedParams::attach_grads() {
+  const int rank = comm_->rank();
+  for (size_t i = 0; i < sharded_.params.size(); ++i) {
+    const at::Tensor& grad = sharded_.params[i].grad();
+    sharded_.shard_params[i].mutable_grad() =
+        grad.defined() ? shard_view(grad, sharded_.shards[i], rank) : at::Tensor();
+  }
+}
+
+double NodeSharedParams::grad_norm() {
+  std::vector<at::Tensor> squares;
+  for (const at::Tensor& shard : sharded_.shard_params)
+    if (shard.grad().defined()) squares.push_back(shard.grad().detach().to(at::kDouble).pow(2).sum());
+  const double local = squares.empty() ? 0.0 : at::stack(squares).sum().item<double>();
+  return std::sqrt(comm_->all_reduce_scalar(local, ReduceOp::Sum));
+}
+
+void NodeSharedParams::scale_grads(double factor) {
+  for (const at::Tensor& shard : sharded_.shard_params)
+    if (shard.grad().defined()) shard.grad().detach().mul_(factor);
+}
+
+void NodeSharedParams::step(torch::optim::Optimizer& optimizer) {
+  at::NoGradGuard no_grad;
+  attach_grads();
+  optimizer.step();
+  // Every row is written before any rank's next forward reads the parameters.
+  comm_->barrier();
+}
+
+bool NodeSharedParams::holds(const at::Tensor& tensor) const {
+  for (const at::Tensor& shard : sharded_.shard_params)
+    if (shard.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) return true;
+  return false;
+}
+
+int64_t NodeSharedParams::own_param_bytes() const {
+  int64_t bytes = 0;
+  for (const at::Tensor& shard : sharded_.shard_params) bytes += bytes_of(shard);
+  return bytes;
+}
+
+int64_t NodeSharedParams::shared_param_bytes() const {
+  int64_t bytes = 0;
+  for (const at::Tensor& p : sharded_.params) bytes += bytes_of(p);
+  return bytes;
+}
+
+void NodeSharedParams::add_optimizer_state(ShardedStateDict& dict,
+                                           torch::optim::Optimizer& optimizer) const {
+  add_shard_optimizer_state(dict, optimizer, sharded_, comm_->rank(), comm_->size());
+}
+
+void NodeSharedParams::add_optimizer_targets(ShardedStateDict& dict,
+                                             torch::optim::Optimizer& optimizer) {
+  pending_steps_ = add_shard_optimizer_targets(dict, optimizer, sharded_, comm_->rank());
+}
+
+void NodeSharedParams::finish_load(torch::optim::Optimizer& optimizer) {
+  apply_pending_steps(optimizer, pending_steps_);
+  pending_steps_.clear();
+  // Each rank loaded its rows of the shared parameters.
+  comm_->barrier();
+}
+
+}  // namespace mpiaccel::detail

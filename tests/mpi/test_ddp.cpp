@@ -107,6 +107,7 @@ BOOST_AUTO_TEST_CASE(gradient_as_bucket_view) {
   for (double cap : {kTinyCap, kHugeCap}) {
     Trial t = block_trial(cap, "adamw");
     t.ddp.gradient_as_bucket_view = true;
+    t.ddp.node_shared_params = false;  // the plain replica layout (node-shared: below)
     mpiaccel::detail::DdpStrategy* strategy = nullptr;
     std::unique_ptr<Strategy> keep;
     const TrialResult r = run_trial(world(), world_ptr(), t, &strategy, &keep);
@@ -264,6 +265,7 @@ BOOST_AUTO_TEST_CASE(node_shared_params_are_one_copy_per_node) {
   at::set_num_threads(1);
   const int n = world().size();
   Trial t = mlp_trial(25, "adamw");
+  t.ddp.gradient_as_bucket_view = true;  // the default
   mpiaccel::detail::DdpStrategy* strategy = nullptr;
   std::unique_ptr<Strategy> keep;
   const TrialResult r = run_trial(world(), world_ptr(), t, &strategy, &keep);
@@ -290,6 +292,17 @@ BOOST_AUTO_TEST_CASE(node_shared_params_are_one_copy_per_node) {
   }
   const auto account = strategy->memory(*r.optimizer);
   MPIACCEL_CHECK_ALL(account.optimizer_bytes == 2 * 4 * own_elements);
+}
+
+// Users who zero with LibTorch's own Module::zero_grad() (in place) instead of
+// the strategy's: the optimizer's row views see the same gradient memory.
+BOOST_AUTO_TEST_CASE(node_shared_params_with_the_modules_own_zero_grad) {
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    Trial t = block_trial(kHugeCap, optimizer);
+    t.ddp.gradient_as_bucket_view = true;
+    t.zero_with_module = true;
+    expect_equivalent(t, "block, Module::zero_grad");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(replicated_params_without_node_sharing) {

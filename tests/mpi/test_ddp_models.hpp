@@ -106,6 +106,8 @@ struct Trial {
   int steps = 10;
   int accum = 1;
   bool per_owner = false;  // reference computes the loss per rank chunk (branchy models)
+  /// Zero the gradients with LibTorch's Module::zero_grad() instead of the strategy's.
+  bool zero_with_module = false;
   /// Called on the DDP model after each step's backward (before the optimizer step).
   std::function<bool(TestNet&, int step)> check;
 };
@@ -175,7 +177,8 @@ inline TrialResult run_trial(Communicator& comm, std::shared_ptr<Communicator> c
   for (int step = 0; step < trial.steps; ++step) {
     auto [x, y] = trial.data(step);
     const int64_t rows = x.size(0) / (n * k);
-    strategy->zero_grad(*opt);
+    if (trial.zero_with_module) model->zero_grad();
+    else strategy->zero_grad(*opt);
     double local = 0;
     for (int m = 0; m < k; ++m) {
       strategy->set_gradient_sync(m == k - 1);

@@ -49,9 +49,8 @@ void DdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
   check_same_model_across_ranks(*comm_, *model);
   broadcast_module_state(*comm_, *model);
   ParamList list = trainable_params(*model);
-  MPIACCEL_CHECK(optimizer || !config_.node_shared_params,
-                 "DDP prepare: node-shared parameters need the optimizer; pass it to prepare()");
-  if (config_.node_shared_params && comm_->size() > 1)
+  // Node sharing re-points the optimizer; without one, every rank keeps its replica.
+  if (config_.node_shared_params && optimizer && comm_->size() > 1)
     node_shared_ = NodeSharedParams::create(list.params, list.names, comm_, *optimizer);
   if (node_shared_ && comm_->rank() == 0)
     log_info("DDP: the " + std::to_string(comm_->size()) + " ranks share one copy of the " +

@@ -61,6 +61,7 @@ std::unique_ptr<NodeSharedParams> NodeSharedParams::create(std::vector<at::Tenso
   for (const at::Tensor& p : params) {
     sharded.shards.push_back(make_param_shard(p, world));
     sharded.shard_params.push_back(shard_view(p, sharded.shards.back(), rank));
+    shared->shard_impls_.insert(sharded.shard_params.back().unsafeGetTensorImpl());
   }
   sharded.params = std::move(params);
   sharded.names = std::move(names);
@@ -92,16 +93,13 @@ void NodeSharedParams::scale_grads(double factor) {
 
 void NodeSharedParams::step(torch::optim::Optimizer& optimizer) {
   at::NoGradGuard no_grad;
-  attach_grads();
-  optimizer.step();
+  optimizer.step();  // on the row views, their gradients attached after backward
   // Every row is written before any rank's next forward reads the parameters.
   comm_->barrier();
 }
 
 bool NodeSharedParams::holds(const at::Tensor& tensor) const {
-  for (const at::Tensor& shard : sharded_.shard_params)
-    if (shard.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) return true;
-  return false;
+  return shard_impls_.count(tensor.unsafeGetTensorImpl()) != 0;
 }
 
 int64_t NodeSharedParams::own_param_bytes() const {

@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "mpiaccel/state.hpp"
@@ -54,7 +55,8 @@ class NodeSharedParams {
   double grad_norm();
   /// Scales this rank's rows of the gradients (the rows it will apply).
   void scale_grads(double factor);
-  /// The optimizer step on this rank's rows, then the barrier. Collective.
+  /// The optimizer step on this rank's rows (their gradients attached by
+  /// attach_grads), then the barrier. Collective.
   void step(torch::optim::Optimizer& optimizer);
 
   /// Whether `tensor` is one of the row views the optimizer holds.
@@ -78,6 +80,7 @@ class NodeSharedParams {
 
   RowShardedParams sharded_;
   std::shared_ptr<Communicator> comm_;
+  std::unordered_set<const void*> shard_impls_;  // for holds()
   at::Tensor block_;  // keeps the shared memory mapped
   PendingSteps pending_steps_;
 };

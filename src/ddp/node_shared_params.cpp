@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "ddp/replicated_grads.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "state/shard_layout.hpp"
@@ -73,23 +74,29 @@ void NodeSharedParams::attach_grads() {
   const int rank = comm_->rank();
   for (size_t i = 0; i < sharded_.params.size(); ++i) {
     const at::Tensor& grad = sharded_.params[i].grad();
-    sharded_.shard_params[i].mutable_grad() =
-        grad.defined() ? shard_view(grad, sharded_.shards[i], rank) : at::Tensor();
+    at::Tensor& bound = sharded_.shard_params[i].mutable_grad();
+    if (!grad.defined()) {
+      bound = at::Tensor();
+      continue;
+    }
+    // param.grad is a bucket view that stays put from step to step: keep the
+    // row view already bound to it (no allocation per step), make a new one
+    // only when the gradient moved (bucket rebuild, first backward).
+    const ParamShard& shard = sharded_.shards[i];
+    const char* rows = static_cast<const char*>(grad.data_ptr()) +
+                       shard.ranges[rank].begin * shard.row_numel * grad.element_size();
+    if (bound.defined() && bound.data_ptr() == rows && bound.numel() == shard.numel(rank)) continue;
+    bound = shard_view(grad, shard, rank);
   }
 }
 
 double NodeSharedParams::grad_norm() {
-  std::vector<at::Tensor> squares;
-  for (const at::Tensor& shard : sharded_.shard_params)
-    if (shard.grad().defined()) squares.push_back(shard.grad().detach().to(at::kDouble).pow(2).sum());
-  const double local = squares.empty() ? 0.0 : at::stack(squares).sum().item<double>();
-  return std::sqrt(comm_->all_reduce_scalar(local, ReduceOp::Sum));
+  // Each rank's rows once: the norm over the ranks is the root of the summed squares.
+  const double local = local_grad_norm(sharded_.shard_params);
+  return std::sqrt(comm_->all_reduce_scalar(local * local, ReduceOp::Sum));
 }
 
-void NodeSharedParams::scale_grads(double factor) {
-  for (const at::Tensor& shard : sharded_.shard_params)
-    if (shard.grad().defined()) shard.grad().detach().mul_(factor);
-}
+void NodeSharedParams::scale_grads(double factor) { scale_local_grads(sharded_.shard_params, factor); }
 
 void NodeSharedParams::step(torch::optim::Optimizer& optimizer) {
   at::NoGradGuard no_grad;

@@ -9,6 +9,7 @@ MPIRUN_ROOT := $(if $(filter 0,$(shell id -u)),--allow-run-as-root,)
 MPIRUN_FLAGS ?= --oversubscribe --bind-to none $(MPIRUN_ROOT) -x OMP_NUM_THREADS=1
 RUN_CONFIG ?= jobs/fortunes-gpt.ini
 RUN_DIR    ?= runs/fortunes-gpt
+PREFIX     ?= /usr/local
 
 # Debian 12 packages: toolchain, LibTorch (CPU), Open MPI, parallel HDF5, inih,
 # Boost.Test; OpenBLAS because Debian's LibTorch is linked against the reference
@@ -27,7 +28,7 @@ DEB_PACKAGES := build-essential cmake pkg-config ccache \
 # reuses the objects an earlier build compiled.
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all build deps configure test test-all bench run clean
+.PHONY: all build deps configure install test test-all bench run clean
 
 all: build
 
@@ -48,6 +49,11 @@ configure: $(BUILD)/CMakeCache.txt
 
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
+
+# The headers, libmpiaccel, the mpiaccel command, the CMake package and the
+# pkg-config file (docs/api.md).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # Everything but the tests that need a GPU (label gpu) or are long (label long,
 # run by `make bench`).

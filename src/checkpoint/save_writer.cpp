@@ -16,6 +16,7 @@
 #include "checkpoint/h5_types.hpp"
 #include "checkpoint/parallel_file.hpp"
 #include "checkpoint/raw_writer.hpp"
+#include "mpiaccel/version.hpp"
 #include "runtime/check_hdf5.hpp"
 #include "state/dtype_name.hpp"
 
@@ -107,7 +108,7 @@ void write_file(Communicator& comm, const WriteInput& in) {
     write_int_attribute(file, "step", in.step);
     write_int_attribute(file, "world_size", in.size);
     write_string_attribute(file, "strategy", in.plan->strategy);
-    write_string_attribute(file, "mpiaccel_version", MPIACCEL_VERSION);
+    write_string_attribute(file, "mpiaccel_version", version());
     write_string_attribute(file, "torch_version", TORCH_VERSION);
     write_string_attribute(file, "created_utc", in.plan->created_utc);
 

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_comm
+// ctest: links mpiaccel
 // A job in which rank 1 never joins an all_reduce, for
 // tests/scripts/test_comm_deadline.sh: the communicator's deadline must end
 // the whole job with a message naming the op, instead of hanging.

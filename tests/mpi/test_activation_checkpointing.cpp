@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_recompute mpiaccel_models mpiaccel_precision mpiaccel_estimate; np 1; timeout 300
+// ctest: links mpiaccel; np 1; timeout 300
 // Activation checkpointing on the bundled models, one process: the gradients
 // are those of the plain backward (GPT and MLP with dropout > 0, so the RNG
 // restore is what makes them equal; also under CPU bf16 autocast), the run's

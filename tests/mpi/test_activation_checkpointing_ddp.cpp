@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_recompute mpiaccel_ddp mpiaccel_models; np 2 3; timeout 300
+// ctest: links mpiaccel; np 2 3; timeout 300
 // Activation checkpointing under DDP: the parameter gradients of a
 // checkpointed unit reach the main backward's AccumulateGrad nodes, where
 // DDP's reducer hooks fire, so the averaged gradients and the parameters after

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_recompute mpiaccel_fsdp mpiaccel_models; np 2 3; timeout 300
+// ctest: links mpiaccel; np 2 3; timeout 300
 // Activation checkpointing composed with FSDP (FSDP's interceptor around the
 // checkpoint): FSDP gathers a unit's parameters, the checkpointed forward
 // keeps only the input, FSDP's hook on the checkpoint's output gathers them

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_checkpoint; np 1 2 3 4; timeout 180
+// ctest: links mpiaccel; np 1 2 3 4; timeout 180
 // Checkpointer round trips: every dtype bit-exact, saved with one row layout
 // and loaded with others (full rows on every rank, torch.chunk layout,
 // reversed parts, a different part count), tensors with fewer rows than ranks,

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_checkpoint; np 1 2 3; timeout 120
+// ctest: links mpiaccel; np 1 2 3; timeout 120
 // Bad checkpoints fail loudly and alike on every rank, and damage nothing:
 // flipped bytes inside a tensor, a truncated file, a foreign HDF5 file, a file
 // that is not HDF5, a checkpoint of a different model, a missing directory,

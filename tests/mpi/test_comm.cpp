@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_comm; np 1 2 3 4; timeout 120
+// ctest: links mpiaccel; np 1 2 3 4; timeout 120
 // The MPI communicator: every op x dtype x size against values each rank
 // computes from (seed, rank, world) alone, so checking needs no extra
 // communication; plus split, bytes and scalar ops, all_ok, argument errors

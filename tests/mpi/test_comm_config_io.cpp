@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_comm; np 1 2 3; timeout 60
+// ctest: links mpiaccel; np 1 2 3; timeout 60
 // load_config: rank 0 reads, every rank parses the same bytes and ends with
 // the same Config or the same error.
 #define BOOST_TEST_MODULE comm_config_io

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_comm; np 1; timeout 120; labels gpu
+// ctest: links mpiaccel; np 1; timeout 120; labels gpu
 // The NCCL communicator on CUDA tensors, with the MPI communicator on CPU
 // copies of the same data as the oracle. Needs a GPU per rank and a LibTorch
 // built with CUDA; it fails (never skips) without them.

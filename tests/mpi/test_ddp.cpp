@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_ddp; np 1 2 3 4; timeout 300
+// ctest: links mpiaccel; np 1 2 3 4; timeout 300
 // DDP equivalence: N ranks with per-rank batch B/N reproduce single-process
 // training with batch B (losses and parameters after 10 steps within 1e-5
 // relative, fp32), across bucket sizes, gradient accumulation, bucket views,

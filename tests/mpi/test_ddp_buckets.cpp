@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_ddp; np 1 2 3; timeout 120
+// ctest: links mpiaccel; np 1 2 3; timeout 120
 // DDP bucket layout: size caps (first bucket 1 MiB), reverse parameter order,
 // one dtype per bucket, and the rebuild after the first iteration, identical
 // on every rank (rank 0's ready order).

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_ddp; np 2 3 4; timeout 120
+// ctest: links mpiaccel; np 2 3 4; timeout 120
 // DDP failures that involve several ranks end with the same error on every
 // rank and no hang: a model that differs across ranks, a parameter without a
 // gradient (no find_unused_parameters). And a rank whose loss reaches no

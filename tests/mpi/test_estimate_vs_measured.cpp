@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_accelerator mpiaccel_estimate mpiaccel_models; np 1 2 3 4; timeout 300
+// ctest: links mpiaccel; np 1 2 3 4; timeout 300
 // `mpiaccel estimate-memory` against what the strategies actually hold: the
 // bundled GPT of jobs/fortunes-gpt.ini (its [model], [train] and [optimizer],
 // read through load_config) prepared under every strategy on the real ranks,

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_fsdp mpiaccel_models; np 1 2 3 4; timeout 300
+// ctest: links mpiaccel; np 1 2 3 4; timeout 300
 // FSDP equivalence: N ranks with per-rank batch B/N reproduce single-process
 // training with batch B (losses, shard rows and the gathered model after 10
 // steps within 1e-5 relative, fp32) on the bundled GPT and MLP, for each wrap

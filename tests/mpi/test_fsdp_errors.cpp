@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_fsdp mpiaccel_models; np 2 3; timeout 120
+// ctest: links mpiaccel; np 2 3; timeout 120
 // FSDP errors, raised on every rank with a message that says what to do: a
 // wrap policy naming a class the model lacks, a model that cannot run units,
 // control flow that differs between ranks (one rank skips a unit) — a clear

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_fsdp mpiaccel_models; np 4; timeout 300
+// ctest: links mpiaccel; np 4; timeout 300
 // HYBRID_SHARD at np 4: parameters sharded inside 2 groups of 2 ranks
 // (hybrid_group_size = 2) and gradients averaged across the groups; training
 // reproduces one process within 1e-5, and the saved rows still cover every

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_precision; np 1 2 3 4; timeout 120
+// ctest: links mpiaccel; np 1 2 3 4; timeout 120
 // The GradScaler across ranks: gradients differ per rank (as ZeRO/FSDP shards
 // do), one rank injects inf or nan, and every rank must skip the same step and
 // keep the same scale; growth after the interval; the state round trip.

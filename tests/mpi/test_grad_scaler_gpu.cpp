@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_precision mpiaccel_models; np 1; timeout 300; labels gpu
+// ctest: links mpiaccel; np 1; timeout 300; labels gpu
 // fp16 end to end on a GPU (CPU LibTorch has no fp16 matmul): the bundled GPT
 // trains a few steps under CUDA fp16 autocast with the GradScaler, and the
 // loss falls. Runs only where CUDA is (label gpu, excluded by `make test`);

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_fsdp mpiaccel_models; np 2 3 4; timeout 300
+// ctest: links mpiaccel; np 2 3 4; timeout 300
 // Memory-efficient init ([fsdp] cpu_ram_efficient_loading): ranks >= 1 build
 // the GPT deferred (ModelInit::deferred) and FSDP's prepare streams rank 0's
 // shards to them. Checked: (1) the peak RSS increase of every rank >= 1 over

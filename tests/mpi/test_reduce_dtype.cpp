@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_accelerator mpiaccel_models; np 1 2 3 4; timeout 400
+// ctest: links mpiaccel; np 1 2 3 4; timeout 400
 // Mixed-precision communication (docs/precision.md): with reduce_dtype = bf16
 // every strategy reduces its gradients in bf16 (half the bytes) and still
 // reproduces fp32 single-process training to bf16 accuracy; with

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_comm; np 1 2 3 4; timeout 60
+// ctest: links mpiaccel; np 1 2 3 4; timeout 60
 #define BOOST_TEST_MODULE runtime_mpi
 #include "support/mpi_test.hpp"
 

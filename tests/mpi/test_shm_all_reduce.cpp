@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_comm; np 1 2 3 4; timeout 180
+// ctest: links mpiaccel; np 1 2 3 4; timeout 180
 // The shared-memory all-reduce (allocate_shared + all_reduce of a tensor in
 // it): every float dtype, op and size (3 ranks give uneven slices) against
 // values each rank computes alone; bit-identical results on every rank and

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_state; np 1 2 3 4; timeout 120
+// ctest: links mpiaccel; np 1 2 3 4; timeout 120
 // state module across ranks: the model check passes on equal models, and the
 // broadcast makes every rank's parameters and buffers rank 0's, in one or in
 // many chunks, over several dtypes.

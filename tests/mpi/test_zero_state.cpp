@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_zero mpiaccel_models mpiaccel_checkpoint; np 1 2 3 4; timeout 300
+// ctest: links mpiaccel; np 1 2 3 4; timeout 300
 // ZeRO state dicts have DDP's names and logical shapes, so a checkpoint moves
 // between strategies: train 3 steps under A, save (parallel HDF5), load into a
 // fresh model under B, train 3 more steps under both; B continues exactly as A

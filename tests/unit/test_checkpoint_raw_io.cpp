@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_checkpoint; timeout 120
+// ctest: links mpiaccel; timeout 120
 // The raw tensor I/O under the checkpoint's save and load: RawWriter (CRC32C
 // computed on the staged copy, O_DIRECT middle, buffered edges), RawReader
 // (O_DIRECT reads widened to 4 KiB blocks, read-ahead) and

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_comm; timeout 60
+// ctest: links mpiaccel; timeout 60
 // The communicators' argument checks and op descriptions, which run before
 // anything reaches MPI or NCCL (no MPI needed here).
 #define BOOST_TEST_MODULE comm_checks

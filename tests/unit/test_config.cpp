@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_config; timeout 60
+// ctest: links mpiaccel; timeout 60
 // Config: defaults, every value type, get/set, overrides, to_ini round trip and
 // the docs table. The error messages are in test_config_errors.cpp.
 #define BOOST_TEST_MODULE config

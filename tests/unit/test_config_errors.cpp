@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_config; timeout 60
+// ctest: links mpiaccel; timeout 60
 // Every kind of config error, with its exact one-line message: the message is
 // the user interface of a config mistake, so it is pinned here word for word.
 #define BOOST_TEST_MODULE config_errors

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_checkpoint; timeout 60
+// ctest: links mpiaccel; timeout 60
 // CRC32C against published vectors (RFC 3720 B.4, the "123456789" check
 // value), and the hardware path against the portable one on every length and
 // alignment the 3-way interleave and its tails can see.

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_estimate; timeout 120
+// ctest: links mpiaccel; timeout 120
 // estimate-memory's formulas: the closed-form parameter counts against the
 // built models, the ZeRO paper's own worked example (Ψ = 7.5 B, N = 64,
 // K = 12: 120 / 31.4 / 16.6 / 1.9 GB), fp32 model states, offload, FSDP's

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_zero; timeout 120
+// ctest: links mpiaccel; timeout 120
 // The fused host AdamW against torch::optim::AdamW: same parameters and state
 // after several steps, with and without weight decay and amsgrad, several
 // parameter groups, uneven sizes (vector tails), 1 and 2 threads.

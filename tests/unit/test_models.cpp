@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_models; timeout 300
+// ctest: links mpiaccel; timeout 300
 #define BOOST_TEST_MODULE models
 #include <boost/test/unit_test.hpp>
 

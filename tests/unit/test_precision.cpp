@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_precision; timeout 120
+// ctest: links mpiaccel; timeout 120
 // The mixed-precision policy from the config, FSDP's divide factors, CPU bf16
 // autocast, and the GradScaler's single-process logic (its cross-rank
 // agreement is tests/mpi/test_grad_scaler.cpp).

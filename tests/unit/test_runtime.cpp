@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_runtime; timeout 60
+// ctest: links mpiaccel; timeout 60
 #define BOOST_TEST_MODULE runtime
 #include <boost/test/unit_test.hpp>
 

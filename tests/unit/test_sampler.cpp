@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_data; timeout 120
+// ctest: links mpiaccel; timeout 120
 #define BOOST_TEST_MODULE sampler
 #include <boost/test/unit_test.hpp>
 

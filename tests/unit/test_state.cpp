@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_state; timeout 60
+// ctest: links mpiaccel; timeout 60
 // state module, single process: row partitions, optimizer slots, replicated
 // state dicts (row spreading needs no communication, so rank/size are given).
 #define BOOST_TEST_MODULE state

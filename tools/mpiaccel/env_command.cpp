@@ -16,6 +16,7 @@
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/runtime.hpp"
+#include "mpiaccel/version.hpp"
 
 namespace mpiaccel::tool {
 namespace {
@@ -69,7 +70,7 @@ int run_env(const std::vector<std::string>& args, int* argc, char*** argv) {
   if (!rt.is_main_process()) return 0;
 
   std::ostringstream out;
-  out << "mpiaccel " << MPIACCEL_VERSION << "\n\n"
+  out << "mpiaccel " << version() << "\n\n"
       << "versions\n"
       << "  LibTorch        " << TORCH_VERSION << "  (" << MPIACCEL_TORCH_DIR << ")\n"
       << "  MPI             " << rt.mpi_library_version() << "\n"

@@ -7,6 +7,7 @@
 
 #include "command.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/version.hpp"
 
 namespace {
 
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (name == "--version") {
-    std::cout << "mpiaccel " << MPIACCEL_VERSION << "\n";
+    std::cout << "mpiaccel " << mpiaccel::version() << "\n";
     return 0;
   }
   for (const auto& command : mpiaccel::tool::commands()) {

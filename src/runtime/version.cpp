@@ -1,0 +1,7 @@
+#include "mpiaccel/version.hpp"
+
+namespace mpiaccel {
+
+const char* version() { return MPIACCEL_VERSION_STRING; }
+
+}  // namespace mpiaccel

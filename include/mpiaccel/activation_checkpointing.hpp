@@ -79,9 +79,6 @@ class ActivationCheckpointing final : public UnitInterceptor {
   std::shared_ptr<std::atomic<int64_t>> recomputations_;
 };
 
-/// The unit classes of [fsdp] transformer_layer_cls_to_wrap (comma-separated).
-std::vector<std::string> checkpoint_unit_classes(const FsdpConfig& config);
-
 /// With [fsdp] activation_checkpointing = true: installs an
 /// ActivationCheckpointing on `model` (which must derive from HasUnits and
 /// contain a module of a class named by transformer_layer_cls_to_wrap; Error

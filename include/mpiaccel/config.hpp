@@ -175,6 +175,18 @@ struct Config {
 bool operator==(const Config& a, const Config& b);
 inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
 
+/// The strategy a config asks for, decided once from [distributed] strategy
+/// and [zero] stage: ZeRO stage 0 is DDP (with the [ddp] keys), stage 3 is
+/// FSDP full shard.
+enum class StrategyKind { NoDist, Ddp, Zero1, Zero2, Fsdp, Zero3 };
+StrategyKind strategy_kind(const Config& config);
+/// True for the kinds that shard parameters (FSDP, ZeRO-3).
+bool shards_parameters(const Config& config);
+
+/// The items of a comma-separated list, each trimmed of blanks, empty items
+/// dropped ("DecoderLayer, MlpBlock" → {"DecoderLayer", "MlpBlock"}).
+std::vector<std::string> split_list(const std::string& text);
+
 /// One row of the schema, for docs, the config wizard and tools.
 struct ConfigKeyInfo {
   std::string section;

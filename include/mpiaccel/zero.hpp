@@ -27,9 +27,9 @@ namespace mpiaccel {
 class Communicator;
 
 /// ZeRO stage 1 or 2 over `comm`, configured by [zero] (stage, offload_optimizer,
-/// reduce_bucket_mb, allgather_bucket_mb). Stage 0 returns DDP (bucket_cap_mb =
-/// reduce_bucket_mb). Throws mpiaccel::Error for stage 3 ("FSDP full shard:
-/// handled by make_strategy"), offload_param = cpu, and out-of-range values.
+/// reduce_bucket_mb, allgather_bucket_mb). Throws mpiaccel::Error for any other
+/// stage (make_strategy routes stage 0 to DDP and 3 to FSDP full shard),
+/// offload_param = cpu, and out-of-range values.
 /// Gradients are reduced in `precision.reduce_dtype` (docs/precision.md).
 /// Every Strategy call is collective over comm.
 std::unique_ptr<Strategy> make_zero_strategy(const ZeroConfig& config,

@@ -34,8 +34,9 @@ Accelerator::Accelerator(Runtime& runtime, Config config)
   all_ok(*comm_, device_problem.empty(), device_problem);
   strategy_ = make_strategy(config_, comm_);
   precision_ = PrecisionPolicy::from_config(config_.distributed);
-  MPIACCEL_CHECK(!(precision_.needs_grad_scaler() && config_.distributed.strategy == "zero" &&
-                   config_.zero.stage < 3),
+  MPIACCEL_CHECK(!(precision_.needs_grad_scaler() &&
+                   (strategy_kind(config_) == StrategyKind::Zero1 ||
+                    strategy_kind(config_) == StrategyKind::Zero2)),
                  "fp16 with ZeRO stage 1/2 is not supported yet (its sharded gradients are "
                  "attached inside the step, after loss unscaling): use bf16, or ZeRO stage 3 / fsdp");
   GradScalerOptions scaler_options;

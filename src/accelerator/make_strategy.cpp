@@ -12,19 +12,27 @@
 namespace mpiaccel {
 
 std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Communicator> comm) {
-  const auto& name = config.distributed.strategy;
   const PrecisionPolicy precision = PrecisionPolicy::from_config(config.distributed);
-  if (name == "no") {
-    MPIACCEL_CHECK(comm->size() == 1,
-                   "[distributed] strategy = no runs one process, but the world has " +
-                       std::to_string(comm->size()) +
-                       " ranks: set strategy = ddp (or fsdp/zero), or launch one rank");
-    return make_no_dist_strategy(std::move(comm));
-  }
-  if (name == "ddp") return make_ddp_strategy(config.ddp, std::move(comm), precision);
-  if (name == "fsdp") return make_fsdp_strategy(config.fsdp, std::move(comm), "fsdp", precision);
-  if (name == "zero") {
-    if (config.zero.stage == 3) {
+  switch (strategy_kind(config)) {
+    case StrategyKind::NoDist:
+      MPIACCEL_CHECK(comm->size() == 1,
+                     "[distributed] strategy = no runs one process, but the world has " +
+                         std::to_string(comm->size()) +
+                         " ranks: set strategy = ddp (or fsdp/zero), or launch one rank");
+      return make_no_dist_strategy(std::move(comm));
+    case StrategyKind::Ddp:
+      // ZeRO stage 0 too: plain DDP, with the user's [ddp] keys.
+      MPIACCEL_CHECK(config.distributed.strategy != "zero" ||
+                         (config.zero.offload_optimizer == "none" && config.zero.offload_param == "none"),
+                     "[zero] stage = 0 is plain DDP and offloads nothing: set offload_optimizer = "
+                     "none and offload_param = none, or use stage 1 or 2");
+      return make_ddp_strategy(config.ddp, std::move(comm), precision);
+    case StrategyKind::Zero1:
+    case StrategyKind::Zero2:
+      return make_zero_strategy(config.zero, std::move(comm), precision);
+    case StrategyKind::Fsdp:
+      return make_fsdp_strategy(config.fsdp, std::move(comm), "fsdp", precision);
+    case StrategyKind::Zero3: {
       // ZeRO-3 is FSDP full shard: the same machinery, not a second copy.
       FsdpConfig full_shard = config.fsdp;
       full_shard.sharding_strategy = "FULL_SHARD";
@@ -32,9 +40,8 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Co
       full_shard.cpu_offload = config.zero.offload_param == "cpu";
       return make_fsdp_strategy(full_shard, std::move(comm), "zero3", precision);
     }
-    return make_zero_strategy(config.zero, std::move(comm), precision);
   }
-  MPIACCEL_THROW("unknown [distributed] strategy '" + name + "'; accepted: no|ddp|fsdp|zero");
+  MPIACCEL_THROW("unreachable strategy kind");
 }
 
 }  // namespace mpiaccel

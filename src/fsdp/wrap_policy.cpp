@@ -16,23 +16,6 @@
 namespace mpiaccel::detail {
 namespace {
 
-std::vector<std::string> split_names(const std::string& text) {
-  std::vector<std::string> names;
-  std::string current;
-  auto flush = [&] {
-    const size_t b = current.find_first_not_of(" \t");
-    const size_t e = current.find_last_not_of(" \t");
-    if (b != std::string::npos) names.push_back(current.substr(b, e - b + 1));
-    current.clear();
-  };
-  for (char c : text) {
-    if (c == ',') flush();
-    else current.push_back(c);
-  }
-  flush();
-  return names;
-}
-
 int64_t own_numel(const torch::nn::Module& module) {
   int64_t n = 0;
   for (const auto& p : module.named_parameters(/*recurse=*/false)) n += p.value().numel();
@@ -81,7 +64,7 @@ std::vector<PlannedUnit> plan_units(torch::nn::Module& model, const FsdpConfig& 
   if (policy == "NO_WRAP") {
     return {};
   } else if (policy == "TRANSFORMER_BASED_WRAP") {
-    const std::vector<std::string> wanted = split_names(config.transformer_layer_cls_to_wrap);
+    const std::vector<std::string> wanted = split_list(config.transformer_layer_cls_to_wrap);
     MPIACCEL_CHECK(!wanted.empty(),
                    "[fsdp] auto_wrap_policy = TRANSFORMER_BASED_WRAP needs "
                    "transformer_layer_cls_to_wrap (module class names, comma-separated); "

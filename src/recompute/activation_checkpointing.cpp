@@ -43,26 +43,6 @@ at::Tensor ActivationCheckpointing::run(torch::nn::Module& unit, const at::Tenso
   return around_ ? around_->run(unit, input, checkpointed) : checkpointed(input);
 }
 
-std::vector<std::string> checkpoint_unit_classes(const FsdpConfig& config) {
-  std::vector<std::string> names;
-  std::string current;
-  auto flush = [&] {
-    const size_t first = current.find_first_not_of(" \t");
-    const size_t last = current.find_last_not_of(" \t");
-    if (first != std::string::npos) names.push_back(current.substr(first, last - first + 1));
-    current.clear();
-  };
-  for (char c : config.transformer_layer_cls_to_wrap) {
-    if (c == ',') {
-      flush();
-    } else {
-      current += c;
-    }
-  }
-  flush();
-  return names;
-}
-
 std::unique_ptr<ActivationCheckpointing> enable_activation_checkpointing(torch::nn::Module& model,
                                                                          const Config& config) {
   if (!config.fsdp.activation_checkpointing) return nullptr;
@@ -70,7 +50,7 @@ std::unique_ptr<ActivationCheckpointing> enable_activation_checkpointing(torch::
   MPIACCEL_CHECK(has_units != nullptr,
                  "[fsdp] activation_checkpointing needs a model that runs its units through "
                  "mpiaccel::HasUnits (include/mpiaccel/unit.hpp); model '" + model.name() + "' does not");
-  const std::vector<std::string> classes = checkpoint_unit_classes(config.fsdp);
+  const std::vector<std::string> classes = split_list(config.fsdp.transformer_layer_cls_to_wrap);
   MPIACCEL_CHECK(!classes.empty(), "[fsdp] activation_checkpointing checkpoints the units named by "
                                    "transformer_layer_cls_to_wrap, which is empty");
   for (const std::string& cls : classes) {

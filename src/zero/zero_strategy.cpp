@@ -36,8 +36,7 @@ ZeroStrategy::ZeroStrategy(const ZeroConfig& config, std::shared_ptr<Communicato
   MPIACCEL_CHECK(comm_, "ZeRO: no communicator");
   MPIACCEL_CHECK(config_.stage == 1 || config_.stage == 2,
                  "ZeroStrategy runs [zero] stage 1 or 2, got " + std::to_string(config_.stage) +
-                     " (stage 0 is DDP and stage 3 FSDP full shard: make_zero_strategy / "
-                     "make_strategy route them)");
+                     " (stage 0 is DDP and stage 3 FSDP full shard: make_strategy routes them)");
   MPIACCEL_CHECK(config_.offload_optimizer == "none" || config_.offload_optimizer == "cpu",
                  "[zero] offload_optimizer must be none or cpu, got " + config_.offload_optimizer);
   MPIACCEL_CHECK(config_.offload_param == "none",
@@ -221,15 +220,7 @@ GradShardReducer& ZeroStrategy::shard_reducer() {
 std::unique_ptr<Strategy> make_zero_strategy(const ZeroConfig& config,
                                              std::shared_ptr<Communicator> comm,
                                              const PrecisionPolicy& precision) {
-  if (config.stage == 0) {
-    MPIACCEL_CHECK(config.offload_optimizer == "none" && config.offload_param == "none",
-                   "[zero] stage = 0 is plain DDP and offloads nothing: set offload_optimizer = "
-                   "none and offload_param = none, or use stage 1 or 2");
-    DdpConfig ddp;
-    ddp.bucket_cap_mb = config.reduce_bucket_mb;
-    return make_ddp_strategy(ddp, std::move(comm), precision);
-  }
-  if (config.stage == 3) MPIACCEL_THROW("[zero] stage 3 is FSDP full shard: handled by make_strategy");
+  // Stage 0 (DDP) and 3 (FSDP full shard) are routed by make_strategy.
   return std::make_unique<detail::ZeroStrategy>(config, std::move(comm), precision);
 }
 

@@ -1,4 +1,4 @@
-// ctest: links mpiaccel_zero mpiaccel_models; np 1 2 3 4; timeout 300
+// ctest: links mpiaccel; np 1 2 3 4; timeout 300
 // ZeRO stages 1 and 2 reproduce single-process training: losses, gradient
 // norms and parameters after 10 steps within 1e-5 relative (fp32), on the
 // bundled MLP and a small GPT, with and without optimizer offload, with
@@ -9,6 +9,8 @@
 #include "support/mpi_test.hpp"
 
 #include "mpi/test_zero_harness.hpp"
+#include "mpiaccel/config.hpp"
+#include "mpiaccel/strategy.hpp"
 #include "state/optimizer_state.hpp"
 
 using namespace mpiaccel;
@@ -170,11 +172,16 @@ BOOST_AUTO_TEST_CASE(memory_matches_zero_formulas) {
 }
 
 BOOST_AUTO_TEST_CASE(factory_routes_and_rejects) {
-  ZeroConfig c = zero_config(0, false);
-  MPIACCEL_CHECK_ALL(make_zero_strategy(c, world_ptr())->name() == "ddp");
-  c.stage = 2;
-  MPIACCEL_CHECK_ALL(make_zero_strategy(c, world_ptr())->name() == "zero2");
-  c.stage = 3;
+  // Stage routing is make_strategy's alone: 0 is DDP, 3 FSDP full shard.
+  Config config;
+  config.distributed.strategy = "zero";
+  config.zero = zero_config(0, false);
+  MPIACCEL_CHECK_ALL(make_strategy(config, world_ptr())->name() == "ddp");
+  config.zero.stage = 2;
+  MPIACCEL_CHECK_ALL(make_strategy(config, world_ptr())->name() == "zero2");
+  config.zero.stage = 3;
+  MPIACCEL_CHECK_ALL(make_strategy(config, world_ptr())->name() == "zero3");
+  ZeroConfig c = zero_config(3, false);
   bool threw = false;
   try {
     make_zero_strategy(c, world_ptr());

@@ -163,11 +163,28 @@ class Accelerator {
   /// Collective.
   CheckpointMeta load_state(const std::string& path_or_dir);
 
+  /// save_state with the training counters a resume needs: `step` and the
+  /// position of `loader` in its data (epoch, samples consumed), so that
+  /// resume() continues with the very next batch, at any world size.
+  /// Collective.
+  std::string save_state(int64_t step, const DistributedLoader& loader);
+  /// Loads the checkpoint [checkpoint] resume names — none: nothing;
+  /// latest: DIR/latest if DIR holds a committed checkpoint (a requeued
+  /// job's first run has none: nothing); a path: that checkpoint — and moves
+  /// `loader` to where the saved run was. Returns the step to continue from
+  /// (0 when nothing was loaded). Collective.
+  int64_t resume(DistributedLoader& loader);
+  /// True on every rank when SIGUSR1 or SIGTERM (a pre-emption notice)
+  /// reached any rank: then save_state and return kExitPreempted (3).
+  /// Collective (one all-reduce): call it at a step boundary.
+  bool preemption_agreed();
+
   std::shared_ptr<torch::nn::Module> model() const { return model_; }
   std::shared_ptr<torch::optim::Optimizer> optimizer() const { return optimizer_; }
 
  private:
   friend class AccumulateGuard;
+  Checkpointer& checkpointer();
 
   Runtime& runtime_;
   Config config_;

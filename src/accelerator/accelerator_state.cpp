@@ -6,9 +6,12 @@
 #include <torch/utils.h>
 
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
 
 #include "mpiaccel/accelerator.hpp"
+#include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
 
@@ -31,6 +34,15 @@ void set_cpu_rng_state(const std::string& bytes) {
   generator.set_state(state);
 }
 
+int64_t counter(const std::map<std::string, std::string>& counters, const std::string& key,
+                const std::string& path) {
+  auto it = counters.find(key);
+  MPIACCEL_CHECK(it != counters.end(), "checkpoint " + path + " has no training counter '" + key +
+                                           "': it was saved by save_state(step) without a loader; "
+                                           "load it with load_state instead of resume");
+  return std::stoll(it->second);
+}
+
 // A seed for (seed, step, rank) when saved RNG states cannot map onto the new
 // ranks: splitmix64 over the three, so nearby inputs give unrelated seeds.
 uint64_t derived_seed(uint64_t seed, uint64_t step, uint64_t rank) {
@@ -42,11 +54,15 @@ uint64_t derived_seed(uint64_t seed, uint64_t step, uint64_t rank) {
 
 }  // namespace
 
-std::string Accelerator::save_state(int64_t step, const std::map<std::string, std::string>& trainer) {
-  MPIACCEL_CHECK(model_, "Accelerator::save_state before prepare()");
+Checkpointer& Accelerator::checkpointer() {
   if (!checkpointer_)
     checkpointer_ = std::make_unique<Checkpointer>(runtime_, comm_, config_.checkpoint.dir,
                                                    config_.checkpoint.keep_last);
+  return *checkpointer_;
+}
+
+std::string Accelerator::save_state(int64_t step, const std::map<std::string, std::string>& trainer) {
+  MPIACCEL_CHECK(model_, "Accelerator::save_state before prepare()");
   CheckpointMeta meta;
   meta.step = step;
   meta.world_size = world_size();
@@ -55,17 +71,14 @@ std::string Accelerator::save_state(int64_t step, const std::map<std::string, st
   meta.trainer = trainer;
   for (const auto& [key, value] : scaler_->state()) meta.trainer["grad_scaler." + key] = value;
   meta.rng_state = cpu_rng_state();
-  return checkpointer_->save(strategy_->state_dict(*optimizer_), step, meta);
+  return checkpointer().save(strategy_->state_dict(*optimizer_), step, meta);
 }
 
 CheckpointMeta Accelerator::load_state(const std::string& path_or_dir) {
   MPIACCEL_CHECK(model_, "Accelerator::load_state before prepare(): prepare the model and "
                          "optimizer first, then load into them");
-  if (!checkpointer_)
-    checkpointer_ = std::make_unique<Checkpointer>(runtime_, comm_, config_.checkpoint.dir,
-                                                   config_.checkpoint.keep_last);
   auto targets = strategy_->load_targets(*optimizer_);
-  auto meta = checkpointer_->load(path_or_dir, targets);
+  auto meta = checkpointer().load(path_or_dir, targets);
   strategy_->finish_load(*optimizer_);
   std::map<std::string, std::string> scaler_state;
   for (const auto& [key, value] : meta.trainer)
@@ -82,6 +95,38 @@ CheckpointMeta Accelerator::load_state(const std::string& path_or_dir) {
                ": RNG states re-derived from (seed, step, rank)");
   }
   return meta;
+}
+
+std::string Accelerator::save_state(int64_t step, const DistributedLoader& loader) {
+  const LoaderState where = loader.state();
+  const int64_t global_batch = loader.batch_size() * config_.train.grad_accum_steps * world_size();
+  return save_state(step, {{"step", std::to_string(step)},
+                           {"scheduler_step", std::to_string(step)},
+                           {"epoch", std::to_string(where.epoch)},
+                           {"position", std::to_string(where.position)},
+                           {"samples_seen", std::to_string(step * global_batch)}});
+}
+
+int64_t Accelerator::resume(DistributedLoader& loader) {
+  MPIACCEL_CHECK(model_, "Accelerator::resume before prepare(): prepare the model and "
+                         "optimizer first, then resume into them");
+  const std::string source = checkpointer().resume_source(config_.checkpoint.resume);
+  if (source.empty()) {
+    if (config_.checkpoint.resume == "latest")
+      print("resume = latest: no checkpoint in " + config_.checkpoint.dir + " yet, starting from step 0");
+    return 0;
+  }
+  const CheckpointMeta meta = load_state(source);
+  loader.restore(LoaderState{counter(meta.trainer, "epoch", meta.path),
+                             counter(meta.trainer, "position", meta.path)});
+  const int64_t step = counter(meta.trainer, "step", meta.path);
+  print("resumed from " + meta.path + " at step " + std::to_string(step) + " (saved by " +
+        std::to_string(meta.world_size) + " rank(s), strategy " + meta.strategy + ")");
+  return step;
+}
+
+bool Accelerator::preemption_agreed() {
+  return comm_->all_reduce_int(preemption_requested() ? 1 : 0, ReduceOp::Max) > 0;
 }
 
 }  // namespace mpiaccel

@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <utility>
 
 #include "checkpoint/checkpoint_impl.hpp"
@@ -24,6 +25,15 @@ std::string Checkpointer::save(const ShardedStateDict& state, int64_t step,
 CheckpointMeta Checkpointer::load(const std::string& path_or_dir, ShardedStateDict& targets) {
   return detail::load_checkpoint(detail::RuntimeAccess::world(runtime_), *comm_, path_or_dir,
                                  targets);
+}
+
+std::string Checkpointer::resume_source(const std::string& resume) {
+  if (resume == "none") return "";
+  if (resume != "latest") return resume;
+  int64_t found = 0;
+  if (comm_->rank() == 0) found = std::filesystem::exists(std::filesystem::path(dir_) / "latest") ? 1 : 0;
+  found = comm_->all_reduce_int(found, ReduceOp::Max);
+  return found ? dir_ : "";
 }
 
 std::string Checkpointer::resolve(const std::string& path_or_dir) {

@@ -1,22 +1,30 @@
 #pragma once
-// Validation: mean loss (and accuracy for classification) over a fixed set of
-// validation batches, averaged over the ranks.
+// Validation: the mean loss and the user's metrics over a fixed set of
+// validation batches, reduced over the ranks.
 
-#include <memory>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/data.hpp"
-#include "mpiaccel/models.hpp"
+#include "mpiaccel/trainer.hpp"
 
 namespace mpiaccel::detail {
 
 struct EvalResult {
   double loss = 0;
-  double accuracy = -1;  ///< -1 unless the model classifies
+  std::map<std::string, double> metrics;
 };
 
-/// Evaluates `model` on `batches` batches of `loader` (restarted at its first
-/// batch each time, so every evaluation sees the same data). Collective.
-EvalResult evaluate(Accelerator& acc, Model& model, DistributedLoader& loader, int64_t batches);
+/// Evaluates `step` (a batch → loss and output) on `batches` batches of
+/// `loader` (restarted at its first batch each time, so every evaluation
+/// sees the same data), with the model in eval mode and no gradients.
+/// Collective: one all-reduce of the loss and every metric's sums.
+EvalResult evaluate(Accelerator& acc, torch::nn::Module& model,
+                    const std::function<Trainer::StepOutput(const Batch&)>& step,
+                    const std::vector<EvalMetric>& metrics, DistributedLoader& loader,
+                    int64_t batches);
 
 }  // namespace mpiaccel::detail

@@ -1,75 +1,28 @@
 // `mpiaccel train --config F [section.key=value ...]`: the built-in trainer,
 // run under mpirun or srun.
 
-#include <chrono>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "command.hpp"
 #include "mpiaccel/accelerator.hpp"
-#include "mpiaccel/comm.hpp"
-#include "mpiaccel/config_io.hpp"
-#include "mpiaccel/error.hpp"
-#include "mpiaccel/runtime.hpp"
+#include "mpiaccel/program.hpp"
 #include "mpiaccel/trainer.hpp"
 
 namespace mpiaccel::tool {
 namespace {
 
-struct TrainArguments {
-  std::string config_path;
-  std::vector<std::string> overrides;
-};
-
-TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
-  TrainArguments out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const auto& a = args[i];
-    if (a == "--config" || a == "-c") {
-      if (i + 1 >= args.size()) throw UsageError("--config needs a file");
-      out.config_path = args[++i];
-    } else if (a.rfind("--config=", 0) == 0) {
-      out.config_path = a.substr(9);
-    } else if (a.find('=') != std::string::npos && a[0] != '-') {
-      out.overrides.push_back(a);
-    } else {
-      throw UsageError("unexpected argument '" + a + "' (overrides are section.key=value)");
-    }
-  }
-  if (out.config_path.empty()) throw UsageError("--config FILE is required");
-  return out;
-}
-
-// A failure every rank shares (a bad config, a missing dataset, an error
-// agreed through all_ok) is reported once, by rank 0, and the job exits 1. A
-// failure of some ranks only is reported by each of them and brings the job
-// down, so the healthy ranks never wait for the failed one.
-int report_failure(Runtime& runtime, const char* command, const std::exception& e) {
-  const auto* error = dynamic_cast<const Error*>(&e);
-  const std::string why = error ? error->message() : e.what();
-  if (runtime.all_ranks_failing(std::chrono::seconds(10))) {
-    if (runtime.is_main_process()) std::fprintf(stderr, "mpiaccel: %s: %s\n", command, why.c_str());
-    return 1;
-  }
-  fatal(std::string(command) + " failed on this rank: " + why);
-}
-
+// run_main reads --config and the overrides, starts MPI, reads the config on
+// rank 0 and keeps the failure contract (include/mpiaccel/program.hpp).
 int run_train(const std::vector<std::string>& args, int* argc, char*** argv) {
-  auto parsed = parse_train_arguments(args);
-  Runtime runtime(argc, argv);
-  try {
-    Config config;
-    {
-      // Rank 0 reads the file; every rank parses the same bytes.
-      auto bootstrap = make_mpi_world(runtime, std::chrono::seconds(120));
-      config = load_config(*bootstrap, parsed.config_path, parsed.overrides);
-    }
-    Accelerator accelerator(runtime, std::move(config));
-    return train(accelerator).exit_status;
-  } catch (const std::exception& e) {
-    return report_failure(runtime, "train", e);
-  }
+  std::vector<char*> program_argv = {(*argv)[0]};
+  for (const std::string& a : args) program_argv.push_back(const_cast<char*>(a.c_str()));
+  MainOptions options;
+  options.config_required = true;
+  options.name = "mpiaccel: train";
+  options.usage = "(see `mpiaccel train --help`)\n";
+  return run_main(static_cast<int>(program_argv.size()), program_argv.data(),
+                  [](Accelerator& accelerator) { return train(accelerator).exit_status; }, options);
 }
 
 }  // namespace

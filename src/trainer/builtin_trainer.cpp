@@ -1,0 +1,122 @@
+// `mpiaccel train`: the bundled models and datasets, by their config names,
+// given to mpiaccel::Trainer.
+
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpiaccel/accelerator.hpp"
+#include "mpiaccel/data.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/models.hpp"
+#include "mpiaccel/strategy.hpp"
+#include "mpiaccel/trainer.hpp"
+#include "runtime/activity.hpp"
+
+namespace mpiaccel {
+namespace {
+
+// Bytes the model produced, made safe for a terminal.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) out += (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) ? char(c) : '?';
+  return out;
+}
+
+// What the trainer does with each bundled model family.
+struct BuiltinModel {
+  const char* throughput_unit;  // "tok" (per seq_len sample) or "samples"
+  bool classifies;              // logs val_acc
+  bool generates_text;          // prints a sample at the end
+};
+
+const BuiltinModel& builtin_model(const std::string& kind) {
+  static const std::map<std::string, BuiltinModel> models = {
+      {"gpt", {"tok", false, true}},
+      {"mlp", {"samples", true, false}},
+      {"cnn", {"samples", true, false}},
+  };
+  auto it = models.find(kind);
+  MPIACCEL_CHECK(it != models.end(), "model '" + kind + "' is unknown; accepted: gpt, mlp, cnn");
+  return it->second;
+}
+
+// [fsdp] cpu_ram_efficient_loading (docs/fsdp.md "Memory-efficient init"):
+// with a sharding strategy, ranks >= 1 build the model without memory and
+// FSDP streams rank 0's shards to them. Units then start sharded and are
+// gathered when the model runs them through units().run, so every unit the
+// wrap policy picks must be one the model runs that way; otherwise (a policy
+// that may pick other modules) every rank builds in full, and `why_not` says
+// why. The answer is the same on every rank (config and model kind only).
+bool deferred_init_allowed(const Config& config, std::string& why_not) {
+  if (!shards_parameters(config) || !config.fsdp.cpu_ram_efficient_loading) return false;
+  const std::string& policy = config.fsdp.auto_wrap_policy;
+  if (policy == "NO_WRAP") return true;
+  if (policy == "TRANSFORMER_BASED_WRAP") {
+    const std::vector<std::string> runs = model_unit_classes(config.train.model);
+    for (const std::string& cls : split_list(config.fsdp.transformer_layer_cls_to_wrap))
+      if (std::find(runs.begin(), runs.end(), cls) == runs.end()) {
+        why_not = "class " + cls + " is not one the " + config.train.model + " model runs through units().run";
+        return false;
+      }
+    return true;
+  }
+  why_not = "auto_wrap_policy = " + policy + " may pick modules the model does not run through units().run";
+  return false;
+}
+
+std::shared_ptr<Model> build_model(Accelerator& acc) {
+  const Config& config = acc.config();
+  // Identical initialisation on every rank (prepare also broadcasts rank 0's).
+  acc.set_seed(static_cast<uint64_t>(config.distributed.seed));
+  ModelInit init;
+  std::string why_not;
+  if (deferred_init_allowed(config, why_not) && acc.world_size() > 1) {
+    // Rank 0's values are streamed to the others: only rank 0 materialises them.
+    init.deferred = !acc.is_main_process();
+    init.device = acc.device();
+  } else if (!why_not.empty()) {
+    acc.print("[fsdp] cpu_ram_efficient_loading: every rank builds the full model (" + why_not + ")");
+  }
+  return make_model(config.train.model, ModelSpec::from(config.model, config.train.seq_len), init);
+}
+
+}  // namespace
+
+TrainResult train(Accelerator& acc) {
+  const TrainConfig& tc = acc.config().train;
+  detail::set_activity("preparing the model and data");
+  const BuiltinModel& kind = builtin_model(tc.model);
+  std::shared_ptr<Model> model = build_model(acc);
+  auto train_data = make_dataset(tc.dataset, tc.data_dir, "train", tc.seq_len, tc.val_fraction);
+  auto val_data = make_dataset(tc.dataset, tc.data_dir, "val", tc.seq_len, tc.val_fraction);
+  acc.print("mpiaccel train: " + tc.model + " (" + std::to_string(parameter_count(*model)) +
+            " parameters) on " + tc.dataset);
+
+  Trainer trainer(acc, as_module(model), [m = model.get()](const at::Tensor& x) { return m->forward(x); });
+  trainer.loss([m = model.get()](const at::Tensor& out, const at::Tensor& y) { return m->loss(out, y); })
+      .train_data(train_data)
+      .eval_data(val_data)
+      .throughput_unit(kind.throughput_unit, kind.generates_text ? tc.seq_len : 1);
+  if (kind.classifies) trainer.metric(accuracy_metric());
+  if (kind.generates_text && tc.sample_tokens > 0)
+    trainer.at_end([model](Accelerator& a) {
+      // Collective: under FSDP and ZeRO-3 each forward all-gathers the units'
+      // parameters, so every rank generates (the same text, from the same
+      // weights and sampling seed) and rank 0 prints it.
+      detail::set_activity("generating the end-of-run text sample");
+      GenerateOptions options;
+      options.n_tokens = a.config().train.sample_tokens;
+      options.seed = static_cast<uint64_t>(a.config().distributed.seed);
+      const std::string sample = generate(*model, "\n", options);
+      a.print("sample:\n" + printable(sample));
+    });
+  return trainer.train();
+}
+
+}  // namespace mpiaccel

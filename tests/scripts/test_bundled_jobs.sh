@@ -1,0 +1,46 @@
+# ctest: timeout 1200
+# Every job under jobs/*.ini as shipped, the way a user runs it: only
+# train.max_steps, checkpoint.dir and logging.metrics_file are overridden (so
+# the end-of-run text sample, evaluation and the final checkpoint all run as
+# the job file says), at np 2 and np 3, to a clean exit 0. A job whose header
+# has a line `; prepare: mpiaccel ...` (or `# prepare: ...`) gets that command
+# run first, from the checkout; a job with `; requires: gpu` is skipped, by
+# name, on a machine without one.
+source "$(dirname "$0")/lib.sh" "$1"
+cd "$SOURCE_DIR" || fail "no checkout at $SOURCE_DIR"
+RUNS=$WORK/runs
+have_gpu=0
+command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 && have_gpu=1
+
+ran=0
+for job in jobs/*.ini; do
+  name=$(basename "$job" .ini)
+  if grep -qE '^[;#] *requires: *gpu' "$job" && [ "$have_gpu" = 0 ]; then
+    echo "SKIP $job: it needs a GPU and this machine has none"
+    continue
+  fi
+  prepare=$(sed -nE 's/^[;#] *prepare: *mpiaccel (.*)$/\1/p' "$job")
+  if [ -n "$prepare" ]; then
+    # shellcheck disable=SC2086
+    (cd "$WORK" && "$MPIACCEL" $prepare) > "$WORK/$name.prepare" 2>&1 \
+      || { cat "$WORK/$name.prepare"; fail "$job: its prepare step failed: mpiaccel $prepare"; }
+  fi
+  for np in 2 3; do
+    out="$WORK/$name.np$np.out"
+    (cd "$WORK" && mpi "$np" "$MPIACCEL" train --config "$SOURCE_DIR/$job" train.max_steps=6 \
+       checkpoint.dir="$RUNS/$name.np$np/checkpoints" logging.metrics_file="$RUNS/$name.np$np/metrics.jsonl") \
+      > "$out" 2>&1
+    status=$?
+    [ "$status" = 0 ] || { tail -40 "$out"; fail "$job at np $np exited $status"; }
+    grep -qE '"step": *6[,}]' "$RUNS/$name.np$np/metrics.jsonl" || fail "$job at np $np logged no step 6"
+    [ -s "$RUNS/$name.np$np/checkpoints/latest" ] || fail "$job at np $np saved no checkpoint at the end"
+    if grep -qE '^model *= *gpt' "$job" || ! grep -qE '^model *=' "$job"; then
+      sample_tokens=$(sed -nE 's/^sample_tokens *= *([0-9]+).*/\1/p' "$job")
+      [ "${sample_tokens:-200}" = 0 ] || grep -q "sample:" "$out" || fail "$job at np $np printed no text sample"
+    fi
+    echo "ok $job at np $np"
+    ran=$((ran + 1))
+  done
+done
+[ "$ran" -gt 0 ] || fail "no job ran"
+echo PASS

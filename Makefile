@@ -13,14 +13,15 @@ PREFIX     ?= /usr/local
 
 # Debian 12 packages: toolchain, LibTorch (CPU), Open MPI, parallel HDF5, inih,
 # Boost.Test; OpenBLAS because Debian's LibTorch is linked against the reference
-# BLAS through alternatives (an 8M-parameter MLP step: 812 ms → 166 ms); the
+# BLAS through alternatives (an 8M-parameter MLP step: 812 ms → 166 ms);
+# SentencePiece for `mpiaccel data tokenize`; the
 # datasets; python3-torch and python3-h5py as the benchmark peer and the
 # outside reader of our checkpoints; gnuplot for `mpiaccel plot`.
 DEB_PACKAGES := build-essential cmake pkg-config ccache \
   libtorch-dev libopenblas0-openmp \
   libopenmpi-dev openmpi-bin \
   libhdf5-openmpi-dev hdf5-tools \
-  libinih-dev libboost-test-dev \
+  libinih-dev libboost-test-dev libsentencepiece-dev \
   fortunes dataset-fashion-mnist \
   python3-torch python3-h5py gnuplot-nox
 

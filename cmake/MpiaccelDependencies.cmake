@@ -24,6 +24,16 @@ target_compile_definitions(mpiaccel::hdf5 INTERFACE ${HDF5_DEFINITIONS} H5_USE_1
 
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(INIH REQUIRED IMPORTED_TARGET inih)
+# SentencePiece: the BPE tokenizer of `mpiaccel data tokenize` and
+# mpiaccel::Tokenizer (Debian: libsentencepiece-dev). Its types stay out of the
+# public headers (pimpl); it is linked only into the module
+# libmpiaccel_sentencepiece, which libmpiaccel loads at run time (src/data).
+pkg_check_modules(SENTENCEPIECE IMPORTED_TARGET sentencepiece)
+if(NOT SENTENCEPIECE_FOUND)
+  message(FATAL_ERROR "mpiaccel needs SentencePiece (sentencepiece.pc not found). On Debian: "
+    "apt-get install libsentencepiece-dev (or make deps); elsewhere add its prefix to "
+    "PKG_CONFIG_PATH.")
+endif()
 
 find_package(Boost REQUIRED COMPONENTS unit_test_framework)
 

@@ -29,7 +29,10 @@ target_include_directories(mpiaccel PUBLIC
 # names no target the user's project would have to recreate.
 target_link_libraries(mpiaccel
   PUBLIC torch MPI::MPI_CXX
-  PRIVATE ${INIH_LINK_LIBRARIES} ${HDF5_C_LIBRARIES} ${ZLIB_LIBRARIES})
+  PRIVATE ${INIH_LINK_LIBRARIES} ${HDF5_C_LIBRARIES} ${ZLIB_LIBRARIES} ${CMAKE_DL_LIBS})
+# The tokenizer's SentencePiece module, loaded at run time from beside the
+# library (src/data/CMakeLists.txt says why it is not linked).
+add_dependencies(mpiaccel mpiaccel_sentencepiece)
 if(MPIACCEL_HAVE_NCCL)
   target_link_libraries(mpiaccel PRIVATE ${NCCL_LIBRARY} ${CUDA_cudart_LIBRARY})
 endif()

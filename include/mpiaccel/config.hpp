@@ -89,8 +89,10 @@ struct SchedulerConfig {
 
 struct TrainConfig {
   std::string model = "gpt";            ///< gpt | mlp | cnn
-  std::string dataset = "fortunes";     ///< fortunes | fashion-mnist
-  std::string data_dir;                 ///< "" = the dataset's Debian location
+  std::string dataset = "fortunes";     ///< fortunes | fashion-mnist | tokens | hdf5
+  std::string data_dir;                 ///< "" = the dataset's Debian location; hdf5: a file or directory
+  std::string hdf5_inputs = "/inputs";  ///< hdf5: dataset path of the inputs [N, ...]
+  std::string hdf5_labels = "/labels";  ///< hdf5: dataset path of the int labels [N]; "" = none
   int64_t batch_size = 8;               ///< per rank, per micro-step
   int64_t grad_accum_steps = 1;
   int64_t max_steps = 100;

@@ -100,7 +100,7 @@ int64_t parameter_count(Model& model);
 
 /// Sampling settings of generate().
 struct GenerateOptions {
-  int64_t n_tokens = 200;    ///< bytes to generate
+  int64_t n_tokens = 200;    ///< bytes (tokens) to generate
   double temperature = 0.8;  ///< <= 0: greedy (always the most likely byte)
   int64_t top_k = 40;        ///< sample among the k most likely; 0 = all
   uint64_t seed = 1234;      ///< a private generator: same seed, same text
@@ -113,5 +113,11 @@ struct GenerateOptions {
 /// FSDP installed it is collective (every rank calls it with the same
 /// arguments). Throws Error if `gpt` is not a GPT.
 std::string generate(Model& gpt, const std::string& prompt, const GenerateOptions& options = {});
+
+/// generate() over token ids (a GPT of any vocabulary, e.g. BPE tokens that a
+/// Tokenizer decodes): continues `prompt` (at least one id) and returns the
+/// options.n_tokens new ids. Collective under FSDP, like generate().
+std::vector<int64_t> generate_tokens(Model& gpt, const std::vector<int64_t>& prompt,
+                                     const GenerateOptions& options = {});
 
 }  // namespace mpiaccel

@@ -119,9 +119,14 @@ std::vector<KeySpec> build_schema() {
   using T = TrainConfig;
   rows_of(rows, "train", &Config::train)
       .choice(MPIACCEL_KEY(T, model), {"gpt", "mlp", "cnn"}, "model of the built-in trainer")
-      .choice(MPIACCEL_KEY(T, dataset), {"fortunes", "fashion-mnist"}, "training data")
+      .choice(MPIACCEL_KEY(T, dataset), {"fortunes", "fashion-mnist", "tokens", "hdf5"},
+              "training data (tokens: train.tokens/val.tokens; hdf5: arrays)")
       .text(MPIACCEL_KEY(T, data_dir), true, "a directory; empty = the dataset's Debian location",
-            "where the dataset's files are")
+            "where the dataset's files are (hdf5: the .h5 file, or a directory with train.h5 [val.h5])")
+      .text(MPIACCEL_KEY(T, hdf5_inputs), false, "an HDF5 dataset path",
+            "hdf5: the inputs, shape [N, ...], read as float32; a sample is one row")
+      .text(MPIACCEL_KEY(T, hdf5_labels), true, "an HDF5 dataset path; empty = none",
+            "hdf5: integer labels [N] read as int64; none: the target is the input")
       .integer(MPIACCEL_KEY(T, batch_size), at_least(1), "samples per rank per micro-step")
       .integer(MPIACCEL_KEY(T, grad_accum_steps), at_least(1), "micro-steps per optimizer step")
       .integer(MPIACCEL_KEY(T, max_steps), at_least(1), "optimizer steps of the run")

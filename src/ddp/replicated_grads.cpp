@@ -6,21 +6,8 @@
 #include <torch/nn/module.h>
 
 #include <cmath>
-#include <unordered_set>
 
 namespace mpiaccel::detail {
-
-ParamList trainable_params(const torch::nn::Module& module) {
-  ParamList list;
-  std::unordered_set<const void*> seen;
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-    const at::Tensor& p = item.value();
-    if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
-    list.params.push_back(p);
-    list.names.push_back(item.key());
-  }
-  return list;
-}
 
 double local_grad_norm(const std::vector<at::Tensor>& params) {
   std::vector<at::Tensor> norms;

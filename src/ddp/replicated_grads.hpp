@@ -8,19 +8,13 @@
 #include <memory>
 #include <vector>
 
+#include "state/param_list.hpp"
+
 namespace torch::nn {
 class Module;
 }
 
 namespace mpiaccel::detail {
-
-/// The module's distinct parameters that require grad, with their names
-/// (a tied weight registered under two names is listed once, first name).
-struct ParamList {
-  std::vector<at::Tensor> params;
-  std::vector<std::string> names;
-};
-ParamList trainable_params(const torch::nn::Module& module);
 
 /// sqrt(sum of squared L2 norms) of the defined gradients, in double.
 double local_grad_norm(const std::vector<at::Tensor>& params);

@@ -240,10 +240,12 @@ int64_t pick_token(at::Tensor logits, const GenerateOptions& options, at::Genera
 
 }  // namespace
 
-std::string generate(Model& model, const std::string& prompt, const GenerateOptions& options) {
+std::vector<int64_t> generate_tokens(Model& model, const std::vector<int64_t>& prompt,
+                                     const GenerateOptions& options) {
   auto* gpt = dynamic_cast<detail::Gpt*>(&model);
   MPIACCEL_CHECK(gpt != nullptr, "generate() needs a GPT, not a " + model.kind() + " model");
   MPIACCEL_CHECK(options.n_tokens >= 0, "generate(): n_tokens must not be negative");
+  MPIACCEL_CHECK(!prompt.empty(), "generate(): the prompt has no token");
   at::NoGradGuard no_grad;
   EvalModeScope eval(*gpt);
   // A private generator: sampling neither depends on nor disturbs the
@@ -252,9 +254,8 @@ std::string generate(Model& model, const std::string& prompt, const GenerateOpti
   const at::Device device = gpt->token_embedding().device();
   const int64_t block = gpt->spec().block_size;
 
-  std::vector<int64_t> context;
-  for (unsigned char c : prompt.empty() ? std::string("\n") : prompt) context.push_back(c);
-  std::string out;
+  std::vector<int64_t> context = prompt;
+  std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(options.n_tokens));
   for (int64_t n = 0; n < options.n_tokens; ++n) {
     const int64_t from = std::max<int64_t>(0, static_cast<int64_t>(context.size()) - block);
@@ -265,8 +266,16 @@ std::string generate(Model& model, const std::string& prompt, const GenerateOpti
     at::Tensor logits = gpt->forward(tokens).select(1, -1).squeeze(0).to(at::kCPU, at::kFloat);
     const int64_t token = pick_token(logits, options, generator);
     context.push_back(token);
-    out.push_back(static_cast<char>(token));
+    out.push_back(token);
   }
+  return out;
+}
+
+std::string generate(Model& model, const std::string& prompt, const GenerateOptions& options) {
+  std::vector<int64_t> bytes;
+  for (unsigned char c : prompt.empty() ? std::string("\n") : prompt) bytes.push_back(c);
+  std::string out;
+  for (int64_t token : generate_tokens(model, bytes, options)) out.push_back(static_cast<char>(token));
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -70,6 +71,19 @@ bool deferred_init_allowed(const Config& config, std::string& why_not) {
   return false;
 }
 
+// The GPT's vocabulary follows the data: a token file's vocabulary replaces
+// [model] vocab_size when that key is left at its default (256, bytes); a
+// value set on purpose must be at least the data's.
+ModelSpec model_spec(const Config& config) {
+  ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
+  if (config.train.model != "gpt") return spec;
+  const int64_t data_vocab = dataset_vocab_size(config.train);
+  if (config.model.vocab_size == ModelConfig{}.vocab_size && data_vocab > spec.vocab_size)
+    spec.vocab_size = data_vocab;
+  check_model_vocab_size(config.train, spec.vocab_size);
+  return spec;
+}
+
 std::shared_ptr<Model> build_model(Accelerator& acc) {
   const Config& config = acc.config();
   // Identical initialisation on every rank (prepare also broadcasts rank 0's).
@@ -83,7 +97,35 @@ std::shared_ptr<Model> build_model(Accelerator& acc) {
   } else if (!why_not.empty()) {
     acc.print("[fsdp] cpu_ram_efficient_loading: every rank builds the full model (" + why_not + ")");
   }
-  return make_model(config.train.model, ModelSpec::from(config.model, config.train.seq_len), init);
+  return make_model(config.train.model, model_spec(config), init);
+}
+
+// The end-of-run text sample. Collective: under FSDP and ZeRO-3 each forward
+// all-gathers the units' parameters, so every rank generates (the same text,
+// from the same weights and sampling seed) and rank 0 prints it. Token data
+// made by `mpiaccel data tokenize` is decoded through its tokenizer.model.
+Trainer::EndHook text_sample(std::shared_ptr<Model> model, const TrainConfig& tc) {
+  std::shared_ptr<Tokenizer> tokenizer;
+  const std::string model_file = tc.data_dir + "/tokenizer.model";
+  if (tc.dataset == "tokens" && std::filesystem::exists(model_file))
+    tokenizer = std::make_shared<Tokenizer>(model_file);
+  return [model, tokenizer](Accelerator& acc) {
+    detail::set_activity("generating the end-of-run text sample");
+    GenerateOptions options;
+    options.n_tokens = acc.config().train.sample_tokens;
+    options.seed = static_cast<uint64_t>(acc.config().distributed.seed);
+    std::string sample;
+    if (tokenizer) {
+      // A [model] vocab_size set above the tokenizer's can sample ids it has no piece for.
+      std::vector<int64_t> ids;
+      for (int64_t id : generate_tokens(*model, tokenizer->encode("\n"), options))
+        if (id < tokenizer->vocab_size()) ids.push_back(id);
+      sample = tokenizer->decode(ids);
+    } else {
+      sample = generate(*model, "\n", options);
+    }
+    acc.print("sample:\n" + printable(sample));
+  };
 }
 
 }  // namespace
@@ -93,8 +135,8 @@ TrainResult train(Accelerator& acc) {
   detail::set_activity("preparing the model and data");
   const BuiltinModel& kind = builtin_model(tc.model);
   std::shared_ptr<Model> model = build_model(acc);
-  auto train_data = make_dataset(tc.dataset, tc.data_dir, "train", tc.seq_len, tc.val_fraction);
-  auto val_data = make_dataset(tc.dataset, tc.data_dir, "val", tc.seq_len, tc.val_fraction);
+  auto train_data = make_dataset(tc, "train");
+  auto val_data = make_dataset(tc, "val");
   acc.print("mpiaccel train: " + tc.model + " (" + std::to_string(parameter_count(*model)) +
             " parameters) on " + tc.dataset);
 
@@ -104,18 +146,7 @@ TrainResult train(Accelerator& acc) {
       .eval_data(val_data)
       .throughput_unit(kind.throughput_unit, kind.generates_text ? tc.seq_len : 1);
   if (kind.classifies) trainer.metric(accuracy_metric());
-  if (kind.generates_text && tc.sample_tokens > 0)
-    trainer.at_end([model](Accelerator& a) {
-      // Collective: under FSDP and ZeRO-3 each forward all-gathers the units'
-      // parameters, so every rank generates (the same text, from the same
-      // weights and sampling seed) and rank 0 prints it.
-      detail::set_activity("generating the end-of-run text sample");
-      GenerateOptions options;
-      options.n_tokens = a.config().train.sample_tokens;
-      options.seed = static_cast<uint64_t>(a.config().distributed.seed);
-      const std::string sample = generate(*model, "\n", options);
-      a.print("sample:\n" + printable(sample));
-    });
+  if (kind.generates_text && tc.sample_tokens > 0) trainer.at_end(text_sample(model, tc));
   return trainer.train();
 }
 

@@ -20,7 +20,7 @@ for f in include/mpiaccel/mpiaccel.hpp include/mpiaccel/version.hpp include/mpia
          lib/cmake/mpiaccel/mpiaccelTargets.cmake lib/pkgconfig/mpiaccel.pc; do
   [ -e "$P/$f" ] || fail "the install has no $f"
 done
-[ -z "$(find "$P" -name 'libmpiaccel_*')" ] || fail "module archives were installed: $(find "$P" -name 'libmpiaccel_*')"
+[ -z "$(find "$P" -name 'libmpiaccel_*.a')" ] || fail "module archives were installed: $(find "$P" -name 'libmpiaccel_*.a')"
 [ -z "$(find "$P/include" -path '*/src/*')" ] || fail "internal headers were installed"
 leaks=$(grep -rlF -e "$SOURCE_DIR" -e "$BUILD_DIR" "$P" || true)
 [ -z "$leaks" ] || fail "installed files name the source or build tree: $leaks"

@@ -12,10 +12,12 @@ extern const Command kConfigCommand;
 extern const Command kLaunchCommand;
 extern const Command kPlotCommand;
 extern const Command kEstimateMemoryCommand;
+extern const Command kDataCommand;
 
 const std::vector<Command>& commands() {
-  static const std::vector<Command> all = {kEnvCommand,    kConfigCommand, kLaunchCommand,
-                                            kTrainCommand, kCkptCommand,   kPlotCommand, kEstimateMemoryCommand};
+  static const std::vector<Command> all = {kEnvCommand,   kConfigCommand, kLaunchCommand,
+                                            kDataCommand,  kTrainCommand,  kCkptCommand,
+                                            kPlotCommand,  kEstimateMemoryCommand};
   return all;
 }
 

@@ -13,7 +13,8 @@ mpi 2 "$MPIACCEL" train --config "$SOURCE_DIR/jobs/fashion-mnist-cnn.ini" \
   train.log_every=10 scheduler.warmup_steps=5 logging.progress=lines \
   logging.metrics_file=metrics.jsonl checkpoint.dir=ckpt > out.txt 2>&1 \
   || { cat out.txt; fail "train exited with $?"; }
-expect_contains out.txt "on hdf5 (5400"
+expect_contains out.txt "on hdf5"
+expect_contains out.txt "training on 5400 samples"
 /usr/bin/python3 - <<'PY' || fail "the MLP did not learn from the HDF5 file"
 import json
 rows = [json.loads(l) for l in open("metrics.jsonl")]

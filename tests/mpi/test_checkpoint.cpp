@@ -7,6 +7,7 @@
 // keep_last pruning, no temporary files left).
 #define BOOST_TEST_MODULE checkpoint
 #include "support/mpi_test.hpp"
+#include "support/shared_dir.hpp"
 
 #include <ATen/ATen.h>
 #include <hdf5.h>
@@ -25,27 +26,11 @@
 
 namespace fs = std::filesystem;
 using namespace mpiaccel;
+using mpiaccel::test::SharedDir;
 using mpiaccel::test::world;
 using mpiaccel::test::world_ptr;
 
 namespace {
-
-// A directory every rank sees, removed at the end of the test case.
-struct SharedDir {
-  std::string path;
-  SharedDir() {
-    std::string mine;
-    if (world().rank() == 0) {
-      char tmpl[] = "/tmp/mpiaccel_ckpt_XXXXXX";
-      mine = mkdtemp(tmpl);
-    }
-    path = world().broadcast_bytes(mine, 0);
-  }
-  ~SharedDir() {
-    world().barrier();
-    if (world().rank() == 0) fs::remove_all(path);
-  }
-};
 
 struct Spec {
   std::string name;
@@ -162,7 +147,7 @@ RowRange even_here(int64_t rows) { return even_row_range(rows, world().size(), w
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(round_trip_same_layout_is_bit_exact_with_meta) {
-  SharedDir dir;
+  SharedDir dir("ckpt");
   Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
   const auto list = specs();
   const CheckpointMeta meta = make_meta(7);
@@ -187,7 +172,7 @@ BOOST_AUTO_TEST_CASE(round_trip_same_layout_is_bit_exact_with_meta) {
 }
 
 BOOST_AUTO_TEST_CASE(load_with_other_layouts_reshards) {
-  SharedDir dir;
+  SharedDir dir("ckpt");
   Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
   const auto list = specs();
   ckpt.save(make_state(list, even_here), 1, make_meta(1));
@@ -213,7 +198,7 @@ BOOST_AUTO_TEST_CASE(load_with_other_layouts_reshards) {
 BOOST_AUTO_TEST_CASE(save_with_uneven_layout_and_load_as_dtype_conversion) {
   // Saved with torch.chunk rows (the tail rank may have none), loaded into
   // float32 targets from a bfloat16 tensor (floating dtypes convert).
-  SharedDir dir;
+  SharedDir dir("ckpt");
   Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
   const int n = world().size(), r = world().rank();
   std::vector<Spec> list = {{"model/w", {5, 4}, at::kBFloat16}, {"model/v", {2}, at::kFloat}};
@@ -227,7 +212,7 @@ BOOST_AUTO_TEST_CASE(save_with_uneven_layout_and_load_as_dtype_conversion) {
 }
 
 BOOST_AUTO_TEST_CASE(latest_and_keep_last_pruning) {
-  SharedDir dir;
+  SharedDir dir("ckpt");
   Checkpointer ckpt(test::runtime(), world_ptr(), dir.path + "/nested/run", 2);
   const std::vector<Spec> list = {{"model/w", {6, 2}, at::kFloat}};
   for (int64_t step : {10, 20, 30, 40}) ckpt.save(make_state(list, even_here), step, make_meta(step));
@@ -252,7 +237,7 @@ BOOST_AUTO_TEST_CASE(latest_and_keep_last_pruning) {
 }
 
 BOOST_AUTO_TEST_CASE(failed_save_leaves_previous_checkpoint_untouched) {
-  SharedDir dir;
+  SharedDir dir("ckpt");
   Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 1);
   const std::vector<Spec> list = {{"model/w", {6, 2}, at::kFloat}};
   ckpt.save(make_state(list, even_here), 1, make_meta(1));
@@ -375,7 +360,7 @@ std::string rewrite_chunked(const std::string& file_path, const std::vector<Spec
 // saved layout and in one that cuts through saved shards. Saving with the
 // opt-out gives a file that loads the same.
 BOOST_AUTO_TEST_CASE(read_paths_agree_raw_direct_buffered_and_hdf5) {
-  SharedDir dir;
+  SharedDir dir("ckpt");
   Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
   const auto list = specs();
   const std::string path = ckpt.save(make_state(list, even_here), 5, make_meta(5));

@@ -6,6 +6,7 @@
 // level: tests/scripts/test_ckpt_full_disk.sh, test_ckpt_kill.sh.)
 #define BOOST_TEST_MODULE checkpoint_faults
 #include "support/mpi_test.hpp"
+#include "support/shared_dir.hpp"
 
 #include <ATen/ATen.h>
 #include <hdf5.h>
@@ -20,26 +21,11 @@
 
 namespace fs = std::filesystem;
 using namespace mpiaccel;
+using mpiaccel::test::SharedDir;
 using mpiaccel::test::world;
 using mpiaccel::test::world_ptr;
 
 namespace {
-
-struct SharedDir {
-  std::string path;
-  SharedDir() {
-    std::string mine;
-    if (world().rank() == 0) {
-      char tmpl[] = "/tmp/mpiaccel_ckpt_faults_XXXXXX";
-      mine = mkdtemp(tmpl);
-    }
-    path = world().broadcast_bytes(mine, 0);
-  }
-  ~SharedDir() {
-    world().barrier();
-    if (world().rank() == 0) fs::remove_all(path);
-  }
-};
 
 at::Tensor full_w() { return at::arange(48, at::kFloat).reshape({12, 4}) * 0.5; }
 at::Tensor full_b() { return at::arange(12, at::kLong); }
@@ -93,7 +79,7 @@ void copy_file(const std::string& from, const std::string& to) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(flipped_bytes_in_a_tensor_are_caught_by_load_and_verify) {
-  SharedDir dir;
+  SharedDir dir("ckpt_faults");
   const std::string path = save_one(dir);
   const std::string damaged = dir.path + "/damaged.h5";
   std::vector<std::string> problems;
@@ -133,7 +119,7 @@ BOOST_AUTO_TEST_CASE(flipped_bytes_in_a_tensor_are_caught_by_load_and_verify) {
 }
 
 BOOST_AUTO_TEST_CASE(truncated_file) {
-  SharedDir dir;
+  SharedDir dir("ckpt_faults");
   const std::string path = save_one(dir);
   const std::string cut = dir.path + "/cut.h5";
   if (world().rank() == 0) {
@@ -153,7 +139,7 @@ BOOST_AUTO_TEST_CASE(truncated_file) {
 }
 
 BOOST_AUTO_TEST_CASE(foreign_hdf5_and_non_hdf5_files) {
-  SharedDir dir;
+  SharedDir dir("ckpt_faults");
   const std::string foreign = dir.path + "/foreign.h5", text = dir.path + "/notes.txt";
   if (world().rank() == 0) {
     hid_t file = H5Fcreate(foreign.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -178,7 +164,7 @@ BOOST_AUTO_TEST_CASE(foreign_hdf5_and_non_hdf5_files) {
 }
 
 BOOST_AUTO_TEST_CASE(checkpoint_of_a_different_model) {
-  SharedDir dir;
+  SharedDir dir("ckpt_faults");
   save_one(dir);
   Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
   ShardedStateDict missing;
@@ -202,7 +188,7 @@ BOOST_AUTO_TEST_CASE(checkpoint_of_a_different_model) {
 }
 
 BOOST_AUTO_TEST_CASE(missing_directory_and_no_latest) {
-  SharedDir dir;
+  SharedDir dir("ckpt_faults");
   Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
   ShardedStateDict targets = full_targets();
   MPIACCEL_CHECK_ALL(fails_everywhere_with(

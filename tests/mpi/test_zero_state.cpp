@@ -7,6 +7,7 @@
 // the checkpoint reader reshards by rows; tests/scripts covers that path.)
 #define BOOST_TEST_MODULE zero_state
 #include "support/mpi_test.hpp"
+#include "support/shared_dir.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -25,22 +26,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr double kTolerance = 1e-5;
-
-struct SharedDir {
-  std::string path;
-  SharedDir() {
-    std::string mine;
-    if (world().rank() == 0) {
-      char tmpl[] = "/tmp/mpiaccel_zero_XXXXXX";
-      mine = mkdtemp(tmpl);
-    }
-    path = world().broadcast_bytes(mine, 0);
-  }
-  ~SharedDir() {
-    world().barrier();
-    if (world().rank() == 0) fs::remove_all(path);
-  }
-};
 
 struct Run {
   std::shared_ptr<Model> model;
@@ -79,7 +64,7 @@ void expect_resumes(const std::string& kind, const std::string& from_name,
                     std::function<std::unique_ptr<Strategy>()> from, const std::string& to_name,
                     std::function<std::unique_ptr<Strategy>()> to) {
   at::set_num_threads(1);
-  SharedDir dir;
+  SharedDir dir("zero");
   Checkpointer checkpointer(test::runtime(), world_ptr(), dir.path, 0);
   Run a = start(kind, from, 7);
   train(a, kind, 0, 3);

@@ -21,37 +21,13 @@ namespace fs = std::filesystem;
 using mpiaccel::Batch;
 using mpiaccel::Error;
 
+#include "support/scratch_dir.hpp"
+
+using mpiaccel::test::contains;
+using mpiaccel::test::message_of;
+using mpiaccel::test::TempDir;
+
 namespace {
-
-// A scratch directory removed at the end of the test.
-struct TempDir {
-  TempDir() {
-    path = fs::temp_directory_path() / ("mpiaccel_test_datasets_" + std::to_string(getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name, std::ios::binary) << text;
-  }
-  fs::path path;
-};
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 }  // namespace
 

@@ -22,20 +22,12 @@ namespace fs = std::filesystem;
 using mpiaccel::Error;
 using mpiaccel::Hdf5Dataset;
 
+#include "support/scratch_dir.hpp"
+
+using mpiaccel::test::contains;
+using mpiaccel::test::message_of;
+
 namespace {
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // The fixture file, written once by h5py; a missing h5py fails the suite.
 struct Fixture {

@@ -25,34 +25,13 @@ using mpiaccel::Error;
 using mpiaccel::TokenDtype;
 using mpiaccel::TokenFile;
 
+#include "support/scratch_dir.hpp"
+
+using mpiaccel::test::contains;
+using mpiaccel::test::message_of;
+using mpiaccel::test::TempDir;
+
 namespace {
-
-struct TempDir {
-  TempDir() {
-    path = fs::temp_directory_path() / ("mpiaccel_test_token_data_" + std::to_string(getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  fs::path path;
-};
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

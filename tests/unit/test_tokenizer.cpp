@@ -16,16 +16,12 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+#include "support/scratch_dir.hpp"
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const mpiaccel::Error& e) {
-    return e.message();
-  }
-  return "(no error)";
-}
+using mpiaccel::test::contains;
+using mpiaccel::test::message_of;
+
+namespace {
 
 // A model trained once for the whole suite (a second or two).
 struct Model {

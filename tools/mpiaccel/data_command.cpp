@@ -153,8 +153,8 @@ int run_tokenize(const std::vector<std::string>& args) {
     std::printf("%s: %zu tokens from %zu bytes (%.3f bytes/token)\n", path.c_str(), ids.size(),
                 text->size(), static_cast<double>(text->size()) / static_cast<double>(ids.size()));
   }
-  std::printf("done in %.1f s; train with [train] dataset = tokens, data_dir = %s, "
-              "[model] vocab_size = %lld\n",
+  std::printf("done in %.1f s; train with [train] dataset = tokens, data_dir = %s (the GPT's "
+              "vocabulary follows the files': %lld)\n",
               seconds_since(start), parsed.output.c_str(), static_cast<long long>(vocab));
   return 0;
 }

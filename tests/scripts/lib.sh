@@ -20,3 +20,15 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 expect_contains() {  # expect_contains FILE TEXT
   grep -qF -- "$2" "$1" || { echo "--- $1:"; cat "$1"; fail "'$2' not found in $1"; }
 }
+
+wait_for_lines() {  # wait_for_lines FILE PATTERN N: until FILE has N lines matching PATTERN (60 s at most)
+  for _ in $(seq 1 600); do
+    [ -f "$1" ] && [ "$(grep -c -- "$2" "$1")" -ge "$3" ] && return 0
+    sleep 0.1
+  done
+  fail "$1 has fewer than $3 lines matching $2 after 60 s"
+}
+
+rank_pids() {  # rank_pids MARK COMMAND: pids of the ranks named COMMAND whose command line has MARK
+  pgrep -f -- "$1" | while read -r p; do [ "$(ps -o comm= -p "$p")" = "$2" ] && echo "$p"; done
+}

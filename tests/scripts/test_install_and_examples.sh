@@ -126,12 +126,8 @@ PY
 # Pre-empt custom_trainer's np 2 run with SIGUSR1 to rank 1, then resume it.
 trainer_run preempt 2 checkpoint.every_steps=0 > preempt.out 2>&1 &
 job=$!
-for _ in $(seq 1 600); do
-  [ -f preempt.jsonl ] && [ "$(grep -c '"loss"' preempt.jsonl)" -ge 8 ] && break
-  sleep 0.1
-done
-ranks=($(pgrep -f "logging.metrics_file=preempt.jsonl" | while read -r p; do
-  [ "$(ps -o comm= -p "$p")" = custom_trainer ] && echo "$p"; done))
+wait_for_lines preempt.jsonl '"loss"' 8
+ranks=($(rank_pids logging.metrics_file=preempt.jsonl custom_trainer))
 [ "${#ranks[@]}" = 2 ] || fail "expected 2 custom_trainer ranks, found ${ranks[*]}"
 kill -USR1 "${ranks[1]}"
 wait "$job"

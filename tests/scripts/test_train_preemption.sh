@@ -17,14 +17,10 @@ mpi 3 "$MPIACCEL" train --config "$JOB" "${COMMON[@]}" logging.metrics_file=pree
   checkpoint.dir=ck > preempted.out 2>&1 &
 launcher=$!
 # Wait for a few steps, then signal the middle rank only.
-for _ in $(seq 1 600); do
-  [ -f preempted.jsonl ] && [ "$(wc -l < preempted.jsonl)" -ge 5 ] && break
-  sleep 0.1
-done
-rank_pids=($(pgrep -f "logging.metrics_file=preempted.jsonl" | while read -r p; do
-  [ "$(ps -o comm= -p "$p")" = mpiaccel ] && echo "$p"; done))
-[ "${#rank_pids[@]}" = 3 ] || fail "expected 3 rank processes, found ${rank_pids[*]}"
-kill -USR1 "${rank_pids[1]}"
+wait_for_lines preempted.jsonl '"step"' 5
+ranks=($(rank_pids logging.metrics_file=preempted.jsonl mpiaccel))
+[ "${#ranks[@]}" = 3 ] || fail "expected 3 rank processes, found ${ranks[*]}"
+kill -USR1 "${ranks[1]}"
 wait "$launcher"
 status=$?
 [ "$status" = 3 ] || { cat preempted.out; fail "pre-empted run exited $status, expected 3"; }

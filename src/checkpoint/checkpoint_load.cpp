@@ -30,7 +30,7 @@
 #include "checkpoint/byte_codec.hpp"
 #include "checkpoint/checkpoint_impl.hpp"
 #include "checkpoint/commit.hpp"
-#include "checkpoint/h5_handle.hpp"
+#include "runtime/h5_handle.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/parallel_file.hpp"
 #include "checkpoint/raw_reader.hpp"

@@ -7,7 +7,7 @@
 
 #include "checkpoint/commit.hpp"
 #include "checkpoint/crc32c.hpp"
-#include "checkpoint/h5_handle.hpp"
+#include "runtime/h5_handle.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/tensor_io.hpp"
 #include "mpiaccel/checkpoint.hpp"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/h5_handle.hpp"
+#include "runtime/h5_handle.hpp"
 
 namespace mpiaccel::detail {
 

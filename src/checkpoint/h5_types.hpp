@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "checkpoint/h5_handle.hpp"
+#include "runtime/h5_handle.hpp"
 
 namespace mpiaccel::detail {
 

@@ -4,7 +4,7 @@
 #include <hdf5.h>
 #include <mpi.h>
 
-#include "checkpoint/h5_handle.hpp"
+#include "runtime/h5_handle.hpp"
 
 namespace mpiaccel::detail {
 

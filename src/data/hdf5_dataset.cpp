@@ -15,34 +15,12 @@
 
 #include "mpiaccel/data.hpp"
 #include "mpiaccel/error.hpp"
+#include "runtime/h5_handle.hpp"
 
 namespace mpiaccel {
 namespace {
 
-// Owns one HDF5 identifier; closing never throws.
-class Handle {
- public:
-  Handle() = default;
-  explicit Handle(hid_t id) : id_(id) {}
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  Handle(Handle&& other) noexcept : id_(std::exchange(other.id_, H5I_INVALID_HID)) {}
-  Handle& operator=(Handle&& other) noexcept {
-    std::swap(id_, other.id_);
-    return *this;
-  }
-  ~Handle() {
-    if (id_ >= 0) {
-      H5E_BEGIN_TRY { H5Idec_ref(id_); }
-      H5E_END_TRY;
-    }
-  }
-  hid_t get() const { return id_; }
-  bool valid() const { return id_ >= 0; }
-
- private:
-  hid_t id_ = H5I_INVALID_HID;
-};
+using detail::H5Id;
 
 // The innermost message of HDF5's error stack: what the library itself says.
 herr_t innermost(unsigned, const H5E_error2_t* error, void* out) {
@@ -59,7 +37,7 @@ std::string hdf5_reason() {
 
 // One HDF5 dataset of the file: its handle and shape.
 struct Array {
-  Handle dataset;
+  H5Id dataset;
   std::vector<hsize_t> dims;
   std::string path;
 };
@@ -68,13 +46,13 @@ Array open_array(hid_t file, const std::string& file_path, const std::string& pa
                  const char* role, bool want_integer) {
   Array out;
   out.path = path;
-  H5E_BEGIN_TRY { out.dataset = Handle(H5Dopen2(file, path.c_str(), H5P_DEFAULT)); }
+  H5E_BEGIN_TRY { out.dataset = H5Id(H5Dopen2(file, path.c_str(), H5P_DEFAULT)); }
   H5E_END_TRY;
   MPIACCEL_CHECK(out.dataset.valid(),
                  "HDF5 file " + file_path + " has no dataset '" + path + "' for the " + role +
                      "; set [train] hdf5_" + role + " to its path (h5ls -r " + file_path + ")" +
                      (std::string(role) == "labels" ? ", or to an empty value for none" : ""));
-  const Handle type(H5Dget_type(out.dataset.get()));
+  const H5Id type(H5Dget_type(out.dataset.get()));
   const H5T_class_t type_class = H5Tget_class(type.get());
   if (want_integer) {
     MPIACCEL_CHECK(type_class == H5T_INTEGER, "HDF5 dataset " + file_path + ":" + path +
@@ -85,7 +63,7 @@ Array open_array(hid_t file, const std::string& file_path, const std::string& pa
                    "HDF5 dataset " + file_path + ":" + path +
                        " is not numeric; inputs must be integers or floats (read as float32)");
   }
-  const Handle space(H5Dget_space(out.dataset.get()));
+  const H5Id space(H5Dget_space(out.dataset.get()));
   const int rank = H5Sget_simple_extent_ndims(space.get());
   MPIACCEL_CHECK(rank >= 1, "HDF5 dataset " + file_path + ":" + path +
                                 " is a scalar; it must have the samples on dim 0, shape [N, ...]");
@@ -100,7 +78,7 @@ Array open_array(hid_t file, const std::string& file_path, const std::string& pa
 void read_rows(const Array& array, const std::string& file_path, const std::vector<hsize_t>& rows,
                hid_t memory_type, void* out) {
   if (rows.empty()) return;
-  const Handle file_space(H5Dget_space(array.dataset.get()));
+  const H5Id file_space(H5Dget_space(array.dataset.get()));
   std::vector<hsize_t> start(array.dims.size(), 0);
   std::vector<hsize_t> count = array.dims;
   bool first = true;
@@ -117,7 +95,7 @@ void read_rows(const Array& array, const std::string& file_path, const std::vect
   }
   std::vector<hsize_t> memory_dims = array.dims;
   memory_dims[0] = rows.size();
-  const Handle memory_space(
+  const H5Id memory_space(
       H5Screate_simple(static_cast<int>(memory_dims.size()), memory_dims.data(), nullptr));
   // independent: this rank alone reads its rows (serial file access).
   MPIACCEL_CHECK(H5Dread(array.dataset.get(), memory_type, memory_space.get(), file_space.get(),
@@ -129,7 +107,7 @@ void read_rows(const Array& array, const std::string& file_path, const std::vect
 
 struct Hdf5Dataset::Impl {
   std::string path;
-  Handle file;
+  H5Id file;
   Array inputs;
   Array labels;  // dataset invalid when there are none
   int64_t first_row = 0;
@@ -142,7 +120,7 @@ Hdf5Dataset::Hdf5Dataset(const std::string& path, const std::string& inputs_path
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.path = path;
-  H5E_BEGIN_TRY { s.file = Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)); }
+  H5E_BEGIN_TRY { s.file = H5Id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)); }
   H5E_END_TRY;
   MPIACCEL_CHECK(s.file.valid(), "cannot open HDF5 file " + path + ": " + hdf5_reason() +
                                      "; set [train] data_dir to an HDF5 file, or a directory "

@@ -1,6 +1,7 @@
 #pragma once
-// RAII ownership of HDF5 identifiers, so an exception between an open and its
-// close (a failed check, a failed rank agreement) never leaks a handle. Closing
+// RAII ownership of HDF5 identifiers (checkpoints, HDF5 datasets), so an
+// exception between an open and its close (a failed check, a failed rank
+// agreement) never leaks a handle. Only for modules that link HDF5. Closing
 // a file opened with the MPI-IO driver is collective: the save and load code
 // closes such files explicitly, and only lets an H5Id close one while unwinding
 // from an error every rank threw alike (see checkpoint_save.cpp).
@@ -47,7 +48,9 @@ class H5Id {
 };
 
 /// HDF5's automatic error printing off for the process: our checks report the
-/// error stack in the exception instead. Idempotent.
-void silence_hdf5_errors();
+/// error stack in the exception instead. Idempotent. This HDF5 build is not
+/// thread-safe, so the setting is process-wide; every HDF5 call of mpiaccel is
+/// on the caller's thread anyway.
+inline void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 }  // namespace mpiaccel::detail

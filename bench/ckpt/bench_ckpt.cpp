@@ -115,9 +115,9 @@ struct Row {
 
 class Bench {
  public:
-  Bench(Runtime& rt, std::shared_ptr<Communicator> world, std::string dir, int reps, double settle,
+  Bench(std::shared_ptr<Communicator> world, std::string dir, int reps, double settle,
         std::string methods)
-      : rt_(rt), world_(std::move(world)), dir_(std::move(dir)), reps_(reps), settle_(settle),
+      : world_(std::move(world)), dir_(std::move(dir)), reps_(reps), settle_(settle),
         methods_(std::move(methods)) {}
 
   // --methods seq,torch,ours (default all): for timing one method's phases;
@@ -168,7 +168,7 @@ class Bench {
     // keep_last 0 keeps all: the previous checkpoint is deleted before the
     // timing, as the peers' previous files are.
     const std::string ours_dir = dir_ + "/ours_np" + std::to_string(size);
-    Checkpointer ckpt(rt_, world_, ours_dir, 0);
+    Checkpointer ckpt(world_, ours_dir, 0);
     // One file per sequential writer, read back by its own reader only: a
     // file read a second time comes from the host's cache of the virtual
     // disk, not from the disk (docs/checkpoint.md, "Load speed").
@@ -337,7 +337,7 @@ class Bench {
 
   void run_load_only(int64_t total, const std::string& path, std::vector<Row>* rows) {
     const int size = world_->size(), rank = world_->rank();
-    Checkpointer ckpt(rt_, world_, dir_, 0);
+    Checkpointer ckpt(world_, dir_, 0);
     ShardedStateDict targets = make_state(total, size, rank, true);
     const int64_t bytes = state_bytes(targets);
     CheckpointMeta meta;
@@ -347,7 +347,6 @@ class Bench {
   }
 
  private:
-  Runtime& rt_;
   std::shared_ptr<Communicator> world_;
   std::string dir_;
   int reps_;
@@ -380,7 +379,7 @@ int main(int argc, char** argv) {
     }
     if (rt.is_main_process()) fs::create_directories(dir);
     world->barrier();
-    Bench bench(rt, world, dir, reps, settle, methods);
+    Bench bench(world, dir, reps, settle, methods);
     std::vector<Row> rows;
     if (load_only.empty())
       bench.run_all(mib << 20, &rows);

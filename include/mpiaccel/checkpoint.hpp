@@ -21,8 +21,10 @@
 
 namespace mpiaccel {
 
-class Runtime;
 class Communicator;
+namespace detail {
+struct FileComm;
+}
 
 /// The "format_version" root attribute this build writes (and the newest it reads).
 constexpr int kCheckpointFormatVersion = 1;
@@ -91,11 +93,13 @@ struct CheckpointInfo {
 /// Saves and loads checkpoints of one training job in one directory.
 class Checkpointer {
  public:
-  /// `comm` must span the world of `runtime` (the file is opened over the
-  /// world's MPI communicator; `comm` agrees on errors). `keep_last` > 0 keeps
-  /// that many committed checkpoints after each save; <= 0 keeps all.
-  Checkpointer(const Runtime& runtime, std::shared_ptr<Communicator> comm, std::string dir,
-               int64_t keep_last);
+  /// Checkpoints of the ranks of `comm` (an MPI or NCCL communicator): the
+  /// files are opened over a duplicate of its MPI communicator, made here, so
+  /// that HDF5's MPI-IO never interleaves with comm's own operations; `comm`
+  /// agrees on errors. `keep_last` > 0 keeps that many committed checkpoints
+  /// after each save; <= 0 keeps all. Collective over comm: every rank calls
+  /// it, with no operation of comm in flight.
+  Checkpointer(std::shared_ptr<Communicator> comm, std::string dir, int64_t keep_last);
 
   /// Writes `state` as DIR/step_%08d.h5 (through DIR/.step_%08d.h5.tmp), then
   /// points DIR/latest at it and prunes to keep_last. Returns the committed
@@ -132,8 +136,8 @@ class Checkpointer {
   const std::string& dir() const { return dir_; }
 
  private:
-  const Runtime& runtime_;
   std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<detail::FileComm> file_comm_;  // MPI-IO's own duplicate of comm's MPI communicator
   std::string dir_;
   int64_t keep_last_;
 };

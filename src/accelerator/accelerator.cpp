@@ -43,6 +43,9 @@ Accelerator::Accelerator(Runtime& runtime, Config config)
   scaler_options.enabled = precision_.needs_grad_scaler();
   scaler_ = std::make_unique<GradScaler>(scaler_options, comm_,
                                          comm_->backend() == "nccl" ? device() : "cpu");
+  // The checkpointer duplicates comm_'s MPI communicator for its files: made
+  // now, while no operation of comm_ can be in flight.
+  if (!config_.checkpoint.dir.empty()) checkpointer();
   log_debug("accelerator: strategy " + strategy_->name() + " over " +
             std::to_string(comm_->size()) + " rank(s), device " + device());
 }

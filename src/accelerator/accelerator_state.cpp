@@ -56,7 +56,7 @@ uint64_t derived_seed(uint64_t seed, uint64_t step, uint64_t rank) {
 
 Checkpointer& Accelerator::checkpointer() {
   if (!checkpointer_)
-    checkpointer_ = std::make_unique<Checkpointer>(runtime_, comm_, config_.checkpoint.dir,
+    checkpointer_ = std::make_unique<Checkpointer>(comm_, config_.checkpoint.dir,
                                                    config_.checkpoint.keep_last);
   return *checkpointer_;
 }

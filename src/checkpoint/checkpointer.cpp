@@ -5,25 +5,25 @@
 #include "checkpoint/commit.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/error.hpp"
-#include "runtime/runtime_mpi.hpp"
+#include "checkpoint/file_comm.hpp"
 
 namespace mpiaccel {
 
-Checkpointer::Checkpointer(const Runtime& runtime, std::shared_ptr<Communicator> comm,
-                           std::string dir, int64_t keep_last)
-    : runtime_(runtime), comm_(std::move(comm)), dir_(std::move(dir)), keep_last_(keep_last) {
+Checkpointer::Checkpointer(std::shared_ptr<Communicator> comm, std::string dir, int64_t keep_last)
+    : comm_(std::move(comm)), dir_(std::move(dir)), keep_last_(keep_last) {
   MPIACCEL_CHECK(comm_ != nullptr, "Checkpointer: no communicator");
   MPIACCEL_CHECK(!dir_.empty(), "Checkpointer: empty checkpoint directory");
+  file_comm_ = std::make_shared<detail::FileComm>(*comm_);
 }
 
 std::string Checkpointer::save(const ShardedStateDict& state, int64_t step,
                                const CheckpointMeta& meta) {
-  return detail::save_checkpoint(detail::RuntimeAccess::world(runtime_), *comm_, dir_, keep_last_,
+  return detail::save_checkpoint(file_comm_->comm, *comm_, dir_, keep_last_,
                                  state, step, meta);
 }
 
 CheckpointMeta Checkpointer::load(const std::string& path_or_dir, ShardedStateDict& targets) {
-  return detail::load_checkpoint(detail::RuntimeAccess::world(runtime_), *comm_, path_or_dir,
+  return detail::load_checkpoint(file_comm_->comm, *comm_, path_or_dir,
                                  targets);
 }
 

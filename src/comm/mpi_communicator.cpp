@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "comm/mpi_handle.hpp"
 #include "comm/mpi_types.hpp"
 #include "comm/shm_block.hpp"
 #include "comm/shm_region.hpp"
@@ -324,6 +325,14 @@ std::shared_ptr<ShmRegion> MpiCommunicator::region_of(const at::Tensor& tensor) 
   for (const auto& weak : regions_)
     if (auto region = weak.lock(); region && region->contains(tensor)) return region;
   return nullptr;
+}
+
+MPI_Comm mpi_comm_of(const Communicator& comm) {
+  if (const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm)) return mpi->handle();
+  const MPI_Comm host = nccl_host_mpi_comm(comm);
+  MPIACCEL_CHECK(host != MPI_COMM_NULL, "the " + comm.backend() + " communicator has no MPI "
+                                        "communicator under it; pass an MPI or NCCL one");
+  return host;
 }
 
 }  // namespace mpiaccel::detail

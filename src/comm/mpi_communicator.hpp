@@ -30,6 +30,8 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
+  /// The MPI communicator its operations run on (comm/mpi_handle.hpp).
+  MPI_Comm handle() const { return comm_; }
   std::chrono::milliseconds timeout() const override { return thread_->timeout(); }
 
   WorkHandle all_reduce_async(at::Tensor tensor, ReduceOp op) override;

@@ -157,7 +157,7 @@ int run(int argc, char** argv, Runtime& rt) {
     else steps.push_back(std::stoll(args[i]));
   }
   Shapes shapes = shapes_for_bytes(mib << 20);
-  Checkpointer ckpt(rt, world, mode == "save" ? path : std::string("."), keep);
+  Checkpointer ckpt(world, mode == "save" ? path : std::string("."), keep);
   const int rank = world->rank(), size = world->size();
   if (mode == "save") {
     const int64_t kill_rank = env_int("CKPT_DRIVER_KILL_RANK", -1);

@@ -148,7 +148,7 @@ RowRange even_here(int64_t rows) { return even_row_range(rows, world().size(), w
 
 BOOST_AUTO_TEST_CASE(round_trip_same_layout_is_bit_exact_with_meta) {
   SharedDir dir("ckpt");
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
   const auto list = specs();
   const CheckpointMeta meta = make_meta(7);
   const std::string path = ckpt.save(make_state(list, even_here), 7, meta);
@@ -173,7 +173,7 @@ BOOST_AUTO_TEST_CASE(round_trip_same_layout_is_bit_exact_with_meta) {
 
 BOOST_AUTO_TEST_CASE(load_with_other_layouts_reshards) {
   SharedDir dir("ckpt");
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
   const auto list = specs();
   ckpt.save(make_state(list, even_here), 1, make_meta(1));
   const int n = world().size(), r = world().rank();
@@ -199,7 +199,7 @@ BOOST_AUTO_TEST_CASE(save_with_uneven_layout_and_load_as_dtype_conversion) {
   // Saved with torch.chunk rows (the tail rank may have none), loaded into
   // float32 targets from a bfloat16 tensor (floating dtypes convert).
   SharedDir dir("ckpt");
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
   const int n = world().size(), r = world().rank();
   std::vector<Spec> list = {{"model/w", {5, 4}, at::kBFloat16}, {"model/v", {2}, at::kFloat}};
   ckpt.save(make_state(list, [&](int64_t rows) { return chunk_row_range(rows, n, r); }), 3,
@@ -213,7 +213,7 @@ BOOST_AUTO_TEST_CASE(save_with_uneven_layout_and_load_as_dtype_conversion) {
 
 BOOST_AUTO_TEST_CASE(latest_and_keep_last_pruning) {
   SharedDir dir("ckpt");
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path + "/nested/run", 2);
+  Checkpointer ckpt(world_ptr(), dir.path + "/nested/run", 2);
   const std::vector<Spec> list = {{"model/w", {6, 2}, at::kFloat}};
   for (int64_t step : {10, 20, 30, 40}) ckpt.save(make_state(list, even_here), step, make_meta(step));
   const std::string run = dir.path + "/nested/run";
@@ -238,7 +238,7 @@ BOOST_AUTO_TEST_CASE(latest_and_keep_last_pruning) {
 
 BOOST_AUTO_TEST_CASE(failed_save_leaves_previous_checkpoint_untouched) {
   SharedDir dir("ckpt");
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 1);
+  Checkpointer ckpt(world_ptr(), dir.path, 1);
   const std::vector<Spec> list = {{"model/w", {6, 2}, at::kFloat}};
   ckpt.save(make_state(list, even_here), 1, make_meta(1));
   const std::string committed = dir.path + "/step_00000001.h5";
@@ -361,7 +361,7 @@ std::string rewrite_chunked(const std::string& file_path, const std::vector<Spec
 // opt-out gives a file that loads the same.
 BOOST_AUTO_TEST_CASE(read_paths_agree_raw_direct_buffered_and_hdf5) {
   SharedDir dir("ckpt");
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
   const auto list = specs();
   const std::string path = ckpt.save(make_state(list, even_here), 5, make_meta(5));
   const std::string packed = dir.path + "/packed.h5";

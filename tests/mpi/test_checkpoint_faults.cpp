@@ -66,7 +66,7 @@ bool fails_everywhere_with(const std::string& message, std::initializer_list<con
 
 // One shared checkpoint per test case, step 5.
 std::string save_one(const SharedDir& dir) {
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
   CheckpointMeta meta;
   meta.strategy = "ddp";
   return ckpt.save(state_of_model(), 5, meta);
@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(flipped_bytes_in_a_tensor_are_caught_by_load_and_verify) {
   MPIACCEL_CHECK_ALL(world().rank() != 0 ||
                      (problems.size() == 1 && problems[0].find("model/w") == 0 &&
                       problems[0].find("damaged") != std::string::npos));
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
   ShardedStateDict targets = full_targets();
   const std::string message = error_of([&] { ckpt.load(damaged, targets); });
   MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"damaged", "model/w", "checksum"}));
@@ -127,7 +127,7 @@ BOOST_AUTO_TEST_CASE(truncated_file) {
     fs::resize_file(cut, fs::file_size(cut) / 2);
   }
   world().barrier();
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
   ShardedStateDict targets = full_targets();
   const std::string message = error_of([&] { ckpt.load(cut, targets); });
   MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"cannot open checkpoint", "cut.h5", "truncated"}));
@@ -154,7 +154,7 @@ BOOST_AUTO_TEST_CASE(foreign_hdf5_and_non_hdf5_files) {
     std::ofstream(text) << "hello\n";
   }
   world().barrier();
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
   ShardedStateDict targets = full_targets();
   MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(foreign, targets); }),
                                            {"not an mpiaccel checkpoint", "foreign.h5",
@@ -166,7 +166,7 @@ BOOST_AUTO_TEST_CASE(foreign_hdf5_and_non_hdf5_files) {
 BOOST_AUTO_TEST_CASE(checkpoint_of_a_different_model) {
   SharedDir dir("ckpt_faults");
   save_one(dir);
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
   ShardedStateDict missing;
   missing.tensors.push_back({"model/w", {12, 4}, 0, 12, at::zeros({12, 4}, at::kFloat)});
   missing.tensors.push_back({"model/extra.bias", {3}, 0, 3, at::zeros({3}, at::kFloat)});
@@ -189,7 +189,7 @@ BOOST_AUTO_TEST_CASE(checkpoint_of_a_different_model) {
 
 BOOST_AUTO_TEST_CASE(missing_directory_and_no_latest) {
   SharedDir dir("ckpt_faults");
-  Checkpointer ckpt(test::runtime(), world_ptr(), dir.path, 0);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
   ShardedStateDict targets = full_targets();
   MPIACCEL_CHECK_ALL(fails_everywhere_with(
       error_of([&] { ckpt.load(dir.path + "/no/such/dir", targets); }), {"does not exist"}));

@@ -65,7 +65,7 @@ void expect_resumes(const std::string& kind, const std::string& from_name,
                     std::function<std::unique_ptr<Strategy>()> to) {
   at::set_num_threads(1);
   SharedDir dir("zero");
-  Checkpointer checkpointer(test::runtime(), world_ptr(), dir.path, 0);
+  Checkpointer checkpointer(world_ptr(), dir.path, 0);
   Run a = start(kind, from, 7);
   train(a, kind, 0, 3);
   CheckpointMeta meta;

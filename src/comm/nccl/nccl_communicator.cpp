@@ -26,6 +26,7 @@
 #include <numeric>
 #include <thread>
 
+#include "comm/mpi_handle.hpp"
 #include "comm/tensor_checks.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/runtime.hpp"
@@ -215,6 +216,8 @@ class NcclCommunicator final : public Communicator {
   std::vector<std::string> gather_bytes(const std::string& bytes, int root) override {
     return host_->gather_bytes(bytes, root);
   }
+  /// The MPI communicator host bytes travel on (comm/mpi_handle.hpp).
+  const Communicator& host() const { return *host_; }
   std::shared_ptr<Communicator> split(int, int) override {
     MPIACCEL_THROW("split is not supported on the NCCL communicator: split the MPI "
                    "communicator and call make_nccl on the part");
@@ -444,6 +447,12 @@ WorkHandle NcclCommunicator::barrier_async() {
 }
 
 }  // namespace
+
+MPI_Comm nccl_host_mpi_comm(const Communicator& comm) {
+  const auto* nccl = dynamic_cast<const NcclCommunicator*>(&comm);
+  return nccl ? mpi_comm_of(nccl->host()) : MPI_COMM_NULL;
+}
+
 }  // namespace mpiaccel::detail
 
 namespace mpiaccel {

@@ -110,6 +110,8 @@ struct Trainer::Loop {
   std::unique_ptr<DistributedLoader> eval_loader;
   int64_t eval_batches = 0;
   int64_t units_per_step = 0;
+  std::string unit_per_s;      // progress line: "tok/s", "samples/s"
+  std::string throughput_key;  // metrics file: "tokens_per_s", "samples_per_s"
   detail::MetricsLog metrics;
   detail::Progress progress;
   TrainResult result;
@@ -127,6 +129,8 @@ struct Trainer::Loop {
         step(std::move(step_loss)),
         loader(acc.make_loader(t.train_data_, tc.batch_size, /*shuffle=*/true)),
         units_per_step(t.units_per_sample_ * tc.batch_size * tc.grad_accum_steps * acc.world_size()),
+        unit_per_s(t.unit_ + "/s"),
+        throughput_key((t.unit_ == "tok" ? std::string("tokens") : t.unit_) + "_per_s"),
         metrics(config.logging.metrics_file, acc.is_main_process()),
         progress(config.logging.progress, acc.is_main_process()) {
     if (t.eval_data_) {
@@ -188,8 +192,7 @@ struct Trainer::Loop {
     state.max_steps = tc.max_steps;
     state.loss = mean_loss;
     state.lr = lr;
-    const std::string unit = t.unit_ + "/s";
-    state.unit = unit.c_str();
+    state.unit = unit_per_s.c_str();
     state.elapsed_s = seconds_since(start);
     state.steps_per_s = window_s > 0 ? window_steps / window_s : 0;
     state.throughput = state.steps_per_s * static_cast<double>(units_per_step);
@@ -201,14 +204,10 @@ struct Trainer::Loop {
                         .add("lr", lr)
                         .add("grad_norm", grad_norm)
                         .add("elapsed_s", state.elapsed_s)
-                        .add(throughput_key(), state.throughput));
+                        .add(throughput_key, state.throughput));
     }
     progress.update(state, log_now);
     if (log_now) restart_window();
-  }
-
-  std::string throughput_key() const {
-    return (t.unit_ == "tok" ? std::string("tokens") : t.unit_) + "_per_s";
   }
 
   void evaluate(int64_t n) {

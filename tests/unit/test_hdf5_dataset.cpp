@@ -32,18 +32,12 @@ namespace {
 // The fixture file, written once by h5py; a missing h5py fails the suite.
 struct Fixture {
   Fixture() {
-    dir = fs::temp_directory_path() / ("mpiaccel_test_hdf5_dataset_" + std::to_string(getpid()));
-    fs::create_directories(dir);
-    path = (dir / "fixture.h5").string();
+    path = (dir.path / "fixture.h5").string();
     const std::string command = "/usr/bin/python3 " MPIACCEL_SOURCE_DIR
                                 "/tests/python/write_hdf5_arrays.py fixture " + path;
     BOOST_TEST_REQUIRE(std::system(command.c_str()) == 0, "h5py could not write " << path);
   }
-  ~Fixture() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  fs::path dir;
+  mpiaccel::test::TempDir dir{"hdf5_dataset"};
   std::string path;
 };
 
@@ -123,7 +117,7 @@ BOOST_AUTO_TEST_CASE(make_dataset_holds_out_the_last_rows_or_uses_val_h5) {
   BOOST_TEST(mpiaccel::dataset_vocab_size(train) == 0);
 
   // A directory: train.h5 and, when present, val.h5 used whole.
-  const fs::path dir = fixture().dir / "split";
+  const fs::path dir = fixture().dir.path / "split";
   fs::create_directories(dir);
   fs::copy_file(fixture().path, dir / "train.h5", fs::copy_options::overwrite_existing);
   train.data_dir = dir.string();

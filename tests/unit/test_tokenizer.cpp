@@ -26,9 +26,7 @@ namespace {
 // A model trained once for the whole suite (a second or two).
 struct Model {
   Model() {
-    dir = fs::temp_directory_path() / ("mpiaccel_test_tokenizer_" + std::to_string(getpid()));
-    fs::create_directories(dir);
-    path = (dir / "tokenizer.model").string();
+    path = (dir.path / "tokenizer.model").string();
     std::string text;
     for (int i = 0; i < 400; ++i) {
       text += "The quick brown fox " + std::to_string(i) + " jumps over the lazy dog.\n";
@@ -38,11 +36,7 @@ struct Model {
     options.vocab_size = 400;
     mpiaccel::train_bpe_tokenizer(text, path, options);
   }
-  ~Model() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  fs::path dir;
+  mpiaccel::test::TempDir dir{"tokenizer"};
   std::string path;
 };
 
@@ -91,10 +85,10 @@ BOOST_AUTO_TEST_CASE(moved_and_reloaded) {
 BOOST_AUTO_TEST_CASE(errors_name_the_file) {
   const std::string m = message_of([] { mpiaccel::Tokenizer t("/nonexistent/tokenizer.model"); });
   BOOST_TEST(m.find("cannot load tokenizer model /nonexistent/tokenizer.model") != std::string::npos);
-  BOOST_CHECK_THROW(mpiaccel::train_bpe_tokenizer("", (model().dir / "x.model").string()),
+  BOOST_CHECK_THROW(mpiaccel::train_bpe_tokenizer("", (model().dir.path / "x.model").string()),
                     mpiaccel::Error);
   mpiaccel::BpeTrainOptions tiny;
   tiny.vocab_size = 100;
-  BOOST_CHECK_THROW(mpiaccel::train_bpe_tokenizer("abc\n", (model().dir / "x.model").string(), tiny),
+  BOOST_CHECK_THROW(mpiaccel::train_bpe_tokenizer("abc\n", (model().dir.path / "x.model").string(), tiny),
                     mpiaccel::Error);
 }

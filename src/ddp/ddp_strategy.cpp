@@ -6,7 +6,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include "ddp/replicated_grads.hpp"
+#include "state/replicated_grads.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/ddp.hpp"
 #include "mpiaccel/error.hpp"
@@ -81,13 +81,13 @@ double DdpStrategy::grad_norm() {
   // summed over the ranks' rows. Otherwise gradients are averaged and
   // identical on every rank: the local norm is the global one.
   if (node_shared_) return node_shared_->grad_norm();
-  return local_grad_norm(reducer_->params());
+  return local_grad_norm(reducer_->grad_params());
 }
 
 void DdpStrategy::scale_grads(double factor) {
   require_prepared("scale_grads()");
   if (node_shared_) node_shared_->scale_grads(factor);
-  else scale_local_grads(reducer_->params(), factor);
+  else scale_local_grads(reducer_->grad_params(), factor);
 }
 
 void DdpStrategy::step(torch::optim::Optimizer& optimizer) {
@@ -158,7 +158,7 @@ Strategy::MemoryAccount DdpStrategy::memory(torch::optim::Optimizer& optimizer) 
   // Bucket views ARE the gradients; otherwise .grad tensors come on top. A
   // reduce_dtype cast adds the buckets' wire copies.
   account.grad_bytes = buckets + reducer_->wire_bytes() +
-                       (config_.gradient_as_bucket_view ? 0 : grad_bytes(reducer_->params()));
+                       (config_.gradient_as_bucket_view ? 0 : grad_bytes(reducer_->grad_params()));
   account.optimizer_bytes = optimizer_state_bytes(optimizer);
   return account;
 }

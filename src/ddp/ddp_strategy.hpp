@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ddp/node_shared_params.hpp"
-#include "ddp/reducer.hpp"
+#include "state/reducer.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "ddp/replicated_grads.hpp"
+#include "state/replicated_grads.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "state/shard_layout.hpp"

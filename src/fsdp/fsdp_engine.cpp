@@ -6,17 +6,13 @@
 #include <ATen/ATen.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/core/GradMode.h>
-#include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/nn/module.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "fsdp/param_storage.hpp"
 #include "mpiaccel/error.hpp"
-#include "mpiaccel/log.hpp"
 #include "mpiaccel/precision.hpp"
 
 namespace mpiaccel::detail {
@@ -28,11 +24,28 @@ constexpr int64_t kTag = 2;
 constexpr int64_t kTagBase = 128;
 constexpr size_t kMaxUnits = kTagBase * kTagBase - 1;
 
+std::vector<at::Tensor> full_tensors(const std::vector<FsdpParam>& params) {
+  std::vector<at::Tensor> out;
+  for (const FsdpParam& p : params) out.push_back(p.full);
+  return out;
+}
+
+std::vector<std::string> names_of(const std::vector<FsdpParam>& params) {
+  std::vector<std::string> out;
+  for (const FsdpParam& p : params) out.push_back(p.name);
+  return out;
+}
+
+// A parameter no rank produced a gradient for keeps its sharded .grad, as it
+// would in one process.
+GradSyncOptions fsdp_sync_options() { return {"FSDP", MissingGradients::Allow, false, ""}; }
+
 }  // namespace
 
 FsdpEngine::FsdpEngine(std::vector<FsdpUnit> units, std::vector<FsdpParam> params,
                        FsdpComms comms, FsdpOptions options)
-    : units_(std::move(units)),
+    : GradSync(full_tensors(params), names_of(params), comms.world, fsdp_sync_options()),
+      units_(std::move(units)),
       params_(std::move(params)),
       comms_(std::move(comms)),
       options_(options),
@@ -40,15 +53,14 @@ FsdpEngine::FsdpEngine(std::vector<FsdpUnit> units, std::vector<FsdpParam> param
   MPIACCEL_CHECK(!units_.empty() && units_.size() <= kMaxUnits,
                  "FSDP: " + std::to_string(units_.size()) + " units; at most " +
                      std::to_string(kMaxUnits) + " are supported");
-  for (FsdpUnit& u : units_) {
+  for (FsdpUnit& u : units_)
     if (u.module) unit_of_module_[u.module] = u.index;
-    u.pending = u.params.size();
-  }
   // Backward finishes the last units first; the root (embeddings, head) last.
   for (size_t k = units_.size(); k-- > 1;) reduce_order_.push_back(k);
   reduce_order_.push_back(0);
-  fired_.assign(params_.size(), 0);
-  used_.assign(params_.size(), 0);
+  std::vector<std::vector<size_t>> buckets;
+  for (size_t k : reduce_order_) buckets.push_back(units_[k].params);
+  set_buckets(std::move(buckets));
   next_in_forward_.assign(units_.size(), -1);
   // fp32 keeps the reduce-scatter's own average (ReduceOp::Avg).
   const GradientDivision division = gradient_division(comms_.reduce->size(), options_.reduce_dtype);
@@ -56,29 +68,15 @@ FsdpEngine::FsdpEngine(std::vector<FsdpUnit> units, std::vector<FsdpParam> param
     pre_scale_ = at::scalar_tensor(division.before, at::kDouble);
     if (division.after != 1.0) post_scale_ = at::scalar_tensor(division.after, at::kDouble);
   }
-
-  std::vector<at::Tensor> full_params;
-  std::vector<std::string> names;
-  for (const auto& p : params_) {
-    full_params.push_back(p.full);
-    names.push_back(p.name);
-  }
-  hooks_ = std::make_unique<GradReadyHooks>(full_params, names, "FSDP",
-                                            [this](size_t i) { on_grad_ready(i); });
+  start_hooks();
 }
 
 FsdpEngine::~FsdpEngine() {
   alive_.reset();
-  hooks_.reset();
-  for (FsdpUnit& u : units_) {
-    for (WorkHandle* work : {&u.gather_work, &u.reduce_work}) {
-      if (!*work) continue;
-      try {
-        (*work)->wait();
-      } catch (const std::exception& e) {
-        log_error(std::string("FSDP: a collective failed during shutdown: ") + e.what());
-      }
-    }
+  stop_hooks();
+  for (const FsdpUnit& u : units_) {
+    wait_at_shutdown(u.gather_work, "FSDP");
+    wait_at_shutdown(u.reduce_work, "FSDP");
   }
 }
 
@@ -228,13 +226,6 @@ at::Tensor FsdpEngine::run(torch::nn::Module& module, const at::Tensor& input,
 
 // ----------------------------------------------------------------- backward
 
-void FsdpEngine::begin_backward() {
-  if (in_backward_) return;
-  in_backward_ = true;
-  finalized_ = false;
-  torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize_backward(); });
-}
-
 void FsdpEngine::pre_backward(size_t index, int64_t invocation) {
   std::lock_guard<std::mutex> lock(mutex_);
   begin_backward();
@@ -245,34 +236,14 @@ void FsdpEngine::pre_backward(size_t index, int64_t invocation) {
     prefetch(forward_order_[static_cast<size_t>(invocation - 1)]);
 }
 
-void FsdpEngine::on_grad_ready(size_t p) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  begin_backward();
-  MPIACCEL_CHECK(!fired_[p],
-                 "FSDP: parameter " + params_[p].name +
-                     " received its gradient twice in one backward (reentrant activation "
-                     "checkpointing?); FSDP reduces each gradient once per backward");
-  fired_[p] = 1;
-  FsdpUnit& u = units_[params_[p].unit];
-  if (u.pending > 0 && --u.pending == 0) unit_grads_done(u);
-}
-
-void FsdpEngine::unit_grads_done(FsdpUnit& u) {
-  u.grads_done = true;
+void FsdpEngine::on_bucket_filled(size_t bucket) {
+  FsdpUnit& u = unit_of_bucket(bucket);
   // Every node that saved these parameters has produced their gradients, so
   // no later node reads them: the full parameters can go.
   reshard(u);
   if (options_.backward_prefetch == BackwardPrefetch::Post && u.last_invocation > 0 &&
       u.last_invocation <= static_cast<int64_t>(forward_order_.size()))
     prefetch(forward_order_[static_cast<size_t>(u.last_invocation - 1)]);
-  if (sync_) launch_ready_reductions();
-}
-
-void FsdpEngine::launch_ready_reductions() {
-  // Strictly in the fixed order: a unit done early waits for the ones before
-  // it, so every rank queues the same reduce-scatters whatever ran.
-  while (next_reduce_ < reduce_order_.size() && units_[reduce_order_[next_reduce_]].grads_done)
-    launch_reduce(units_[reduce_order_[next_reduce_++]]);
 }
 
 void FsdpEngine::launch_reduce(FsdpUnit& u) {
@@ -283,11 +254,9 @@ void FsdpEngine::launch_reduce(FsdpUnit& u) {
   at::Tensor input = at::empty({parts * block}, u.full_options.dtype(dtype));
   at::NoGradGuard no_grad;
   for (size_t s = 0; s < u.params.size(); ++s) {
-    const size_t p = u.params[s];
-    at::Tensor& grad = params_[p].full.mutable_grad();
+    at::Tensor& grad = params_[u.params[s]].full.mutable_grad();
     if (grad.defined()) {
       u.layout.pack(input, block, s, grad);
-      used_[p] = 1;
       grad = at::Tensor();  // the full gradient is not needed any more
     } else {
       u.layout.pack(input, block, s, at::zeros(u.layout.slots()[s].shape, u.full_options));
@@ -303,74 +272,49 @@ void FsdpEngine::launch_reduce(FsdpUnit& u) {
   u.reduce_work = comms_.reduce->reduce_scatter_async(u.reduce_out, input, ReduceOp::Sum);
 }
 
-void FsdpEngine::finalize_backward() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  finalize_locked();
-}
-
-void FsdpEngine::after_backward() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!finalized_) finalize_locked();
-  finalized_ = false;
-}
-
-void FsdpEngine::finalize_locked() {
-  in_backward_ = false;
-  finalized_ = true;
-  // Units whose gradients did not all arrive (parameters unused here, units
-  // not run) are done now: their reductions launch with what there is.
-  for (FsdpUnit& u : units_) u.grads_done = true;
+void FsdpEngine::backward_ending() {
+  // No unit stays gathered past backward; reductions of units whose
+  // gradients did not all arrive launch next, with what there is.
   drain_gathers();
   for (FsdpUnit& u : units_)
     if (u.gathered) reshard(u);
-  if (sync_) {
-    launch_ready_reductions();
-    // A parameter without a gradient on every rank keeps its sharded .grad
-    // untouched, as it would in one process.
-    at::Tensor used = at::empty({static_cast<int64_t>(used_.size())}, at::kInt);
-    std::memcpy(used.data_ptr<int32_t>(), used_.data(), used_.size() * sizeof(int32_t));
-    used = used.to(params_.front().full.device());
-    WorkHandle used_work = comms_.world->all_reduce_async(used, ReduceOp::Max);
-    std::vector<WorkHandle> across;
-    for (size_t k : reduce_order_) {
-      FsdpUnit& u = units_[k];
-      if (!u.reduce_work) continue;
-      u.reduce_work->wait();
-      u.reduce_work.reset();
-      if (u.reduce_out.scalar_type() != u.full_options.dtype().toScalarType())
-        u.reduce_out = u.reduce_out.to(u.full_options.dtype().toScalarType());
-      if (post_scale_.defined()) u.reduce_out.mul_(post_scale_);
-      // Hybrid: each group averaged its own ranks; the groups average next.
-      if (comms_.replica) across.push_back(comms_.replica->all_reduce_async(u.reduce_out, ReduceOp::Avg));
-    }
-    wait_all(across);
-    used_work->wait();
-    used = used.cpu();
-    const int32_t* global_used = used.data_ptr<int32_t>();
-    at::AutoDispatchBelowADInplaceOrView plain_views;  // plain aliases: zero_grad() may detach_ them
-    for (FsdpUnit& u : units_) {
-      for (size_t s = 0; s < u.params.size(); ++s) {
-        const size_t p = u.params[s];
-        if (!global_used[p] || !u.reduce_out.defined()) continue;
-        at::Tensor rows = u.layout.shard_view(u.reduce_out, s);
-        at::Tensor& grad = params_[p].shard.mutable_grad();
-        // cpu_offload: the shard (and its gradient) lives on the host.
-        if (rows.device() != params_[p].shard.device()) rows = rows.to(params_[p].shard.device());
-        if (grad.defined()) grad.add_(rows);
-        else grad = rows;
-      }
-      u.reduce_out = at::Tensor();
-    }
-    ++iterations_;
+}
+
+void FsdpEngine::finish_buckets() {
+  std::vector<WorkHandle> across;
+  for (size_t k : reduce_order_) {
+    FsdpUnit& u = units_[k];
+    if (!u.reduce_work) continue;
+    u.reduce_work->wait();
+    u.reduce_work.reset();
+    if (u.reduce_out.scalar_type() != u.full_options.dtype().toScalarType())
+      u.reduce_out = u.reduce_out.to(u.full_options.dtype().toScalarType());
+    if (post_scale_.defined()) u.reduce_out.mul_(post_scale_);
+    // Hybrid: each group averaged its own ranks; the groups average next.
+    if (comms_.replica) across.push_back(comms_.replica->all_reduce_async(u.reduce_out, ReduceOp::Avg));
   }
-  std::fill(fired_.begin(), fired_.end(), 0);
-  std::fill(used_.begin(), used_.end(), 0);
-  next_reduce_ = 0;
+  wait_all(across);
+}
+
+void FsdpEngine::apply(const std::vector<int32_t>& global_used) {
+  at::AutoDispatchBelowADInplaceOrView plain_views;  // plain aliases: zero_grad() may detach_ them
   for (FsdpUnit& u : units_) {
-    u.pending = u.params.size();
-    u.grads_done = false;
-    u.last_invocation = -1;
+    for (size_t s = 0; s < u.params.size(); ++s) {
+      const size_t p = u.params[s];
+      if (!global_used[p] || !u.reduce_out.defined()) continue;
+      at::Tensor rows = u.layout.shard_view(u.reduce_out, s);
+      at::Tensor& grad = params_[p].shard.mutable_grad();
+      // cpu_offload: the shard (and its gradient) lives on the host.
+      if (rows.device() != params_[p].shard.device()) rows = rows.to(params_[p].shard.device());
+      if (grad.defined()) grad.add_(rows);
+      else grad = rows;
+    }
+    u.reduce_out = at::Tensor();
   }
+}
+
+void FsdpEngine::backward_ended(bool /*synchronized*/) {
+  for (FsdpUnit& u : units_) u.last_invocation = -1;
   std::fill(next_in_forward_.begin(), next_in_forward_.end(), -1);
   for (size_t k = 0; k + 1 < forward_order_.size(); ++k)
     if (next_in_forward_[forward_order_[k]] < 0)
@@ -380,20 +324,9 @@ void FsdpEngine::finalize_locked() {
 
 // ------------------------------------------------------- outside backward
 
-void FsdpEngine::set_gradient_sync(bool enabled) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  MPIACCEL_CHECK(!in_backward_, "FSDP: gradient sync cannot change during a backward pass");
-  sync_ = enabled;
-}
-
-bool FsdpEngine::gradient_sync() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return sync_;
-}
-
 void FsdpEngine::before_step() {
   std::lock_guard<std::mutex> lock(mutex_);
-  MPIACCEL_CHECK(!in_backward_, "FSDP: optimizer step during a backward pass");
+  MPIACCEL_CHECK(!in_backward(), "FSDP: optimizer step during a backward pass");
   drain_gathers();
   for (FsdpUnit& u : units_)
     if (u.gathered) reshard(u);
@@ -414,11 +347,6 @@ void FsdpEngine::refresh_gathered() {
 void FsdpEngine::zero_full_grads() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (FsdpParam& p : params_) p.full.mutable_grad() = at::Tensor();
-}
-
-int64_t FsdpEngine::iterations() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return iterations_;
 }
 
 }  // namespace mpiaccel::detail

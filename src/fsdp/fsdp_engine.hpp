@@ -1,7 +1,9 @@
 #pragma once
 // The FSDP runtime (internal): the unit interceptor that gathers a unit's
-// parameters around its forward, the backward hooks that gather again and
-// reduce-scatter gradients, and the engine callback that finishes a backward.
+// parameters around its forward, the backward hooks that gather again, and
+// the reduce-scatter of gradients, one unit per bucket, as GradSync's policy
+// (state/grad_sync.hpp holds the backward state machine: gradient hooks,
+// in-order launches, the end-of-backward callback, the used map, no_sync).
 // docs/fsdp.md tells the whole sequence; the why of each step is commented at
 // the spot.
 //
@@ -23,20 +25,15 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "state/grad_ready_hooks.hpp"
 #include "fsdp/fsdp_unit.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/unit.hpp"
-
-namespace torch::autograd {
-struct Node;
-}
+#include "state/grad_sync.hpp"
 
 namespace mpiaccel::detail {
 
@@ -61,7 +58,7 @@ struct FsdpComms {
   std::shared_ptr<Communicator> replica;  ///< across shard groups (hybrid), else null
 };
 
-class FsdpEngine final : public UnitInterceptor {
+class FsdpEngine final : public UnitInterceptor, public GradSync {
  public:
   /// Takes the units and parameters (built by the strategy) and installs the
   /// gradient-accumulator hooks.
@@ -69,17 +66,11 @@ class FsdpEngine final : public UnitInterceptor {
              FsdpOptions options);
   /// Removes the hooks and waits for collectives in flight. Never throws.
   ~FsdpEngine() override;
-  FsdpEngine(const FsdpEngine&) = delete;
-  FsdpEngine& operator=(const FsdpEngine&) = delete;
 
   /// The interceptor: gathers `unit`'s parameters, runs it, reshards.
   at::Tensor run(torch::nn::Module& unit, const at::Tensor& input,
                  const UnitForward& forward) override;
 
-  void set_gradient_sync(bool enabled);
-  bool gradient_sync() const;
-  /// After loss.backward(): finishes a backward in which no hook fired here.
-  void after_backward();
   /// Before the optimizer step: no gather in flight, managed units sharded.
   void before_step();
   /// After the shards changed (optimizer step, checkpoint load): gathers the
@@ -95,8 +86,6 @@ class FsdpEngine final : public UnitInterceptor {
   const std::vector<FsdpParam>& params() const { return params_; }
   const FsdpComms& comms() const { return comms_; }
   const FsdpOptions& options() const { return options_; }
-  /// Synchronized backwards finished.
-  int64_t iterations() const;
 
  private:
   /// `exact`: gather in the parameters' own dtype even under mixed precision.
@@ -108,33 +97,29 @@ class FsdpEngine final : public UnitInterceptor {
   void reshard(FsdpUnit& unit);
   void drain_gathers();
 
-  void begin_backward();
   void pre_backward(size_t unit, int64_t invocation);
-  void on_grad_ready(size_t param);
-  void unit_grads_done(FsdpUnit& unit);
-  void launch_ready_reductions();
+  FsdpUnit& unit_of_bucket(size_t bucket) { return units_[reduce_order_[bucket]]; }
   void launch_reduce(FsdpUnit& unit);
-  void finalize_backward();
-  void finalize_locked();
+
+  // The policy (state/grad_sync.hpp). Bucket k is unit reduce_order_[k].
+  void stage(size_t param) override {}  // packed when the unit launches
+  void launch(size_t bucket) override { launch_reduce(unit_of_bucket(bucket)); }
+  void on_bucket_filled(size_t bucket) override;
+  void backward_ending() override;
+  void finish_buckets() override;
+  void apply(const std::vector<int32_t>& global_used) override;
+  void backward_ended(bool synchronized) override;
 
   std::vector<FsdpUnit> units_;
   std::vector<FsdpParam> params_;
   FsdpComms comms_;
   FsdpOptions options_;
   std::unordered_map<const torch::nn::Module*, size_t> unit_of_module_;
+  /// The fixed reduce-scatter order: last unit first, the root last.
   std::vector<size_t> reduce_order_;
-  std::unique_ptr<GradReadyHooks> hooks_;
 
-  mutable std::mutex mutex_;
-  bool sync_ = true;
-  bool in_backward_ = false;
-  bool finalized_ = false;
-  std::vector<char> fired_;    ///< hook fired in this backward
-  std::vector<int32_t> used_;  ///< had a gradient when reduced, this backward
-  size_t next_reduce_ = 0;
   std::vector<size_t> forward_order_;     ///< units in run order, this forward (with grad)
   std::vector<int64_t> next_in_forward_;  ///< per unit: the one after it last iteration, or -1
-  int64_t iterations_ = 0;
   /// Tensor hooks outlive the engine in a graph nobody ran backward on.
   std::shared_ptr<FsdpEngine*> alive_;
   /// 16-bit reduce-scatter: 1/pre before the sum, 1/post after (undefined: none).

@@ -48,8 +48,6 @@ struct FsdpUnit {
   at::Tensor gather_buffer;
 
   // Backward bookkeeping, reset at the end of each backward.
-  size_t pending = 0;          ///< gradients not yet accumulated in this backward
-  bool grads_done = false;
   WorkHandle reduce_work;
   at::Tensor reduce_out;       ///< [block]: this rank's averaged gradient rows
   int64_t last_invocation = -1; ///< position in this forward's unit order

@@ -4,7 +4,7 @@
 
 #include <ATen/ATen.h>
 
-#include "ddp/bucket_layout.hpp"
+#include "state/bucket_layout.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 
@@ -22,14 +22,9 @@ ParamGather::ParamGather(std::vector<at::Tensor> params, std::vector<ParamShard>
     : params_(std::move(params)), shards_(std::move(shards)), comm_(std::move(comm)) {
   MPIACCEL_CHECK(comm_ && shards_.size() == params_.size(),
                  "ZeRO all-gather: one shard per parameter and a communicator needed");
-  std::vector<GradInfo> infos(params_.size());
   std::vector<size_t> order(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    infos[i] = GradInfo{params_[i].scalar_type(), params_[i].device(),
-                        params_[i].numel() * params_[i].element_size()};
-    order[i] = i;
-  }
-  if (!params_.empty()) buckets_ = assign_buckets(infos, order, bucket_bytes, bucket_bytes);
+  for (size_t i = 0; i < params_.size(); ++i) order[i] = i;
+  if (!params_.empty()) buckets_ = assign_buckets(grad_infos(params_), order, bucket_bytes, bucket_bytes);
 }
 
 ParamGather::InFlight ParamGather::launch(size_t b, const std::vector<at::Tensor>& own_rows) {

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "ddp/replicated_grads.hpp"
+#include "state/replicated_grads.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/ddp.hpp"
 #include "mpiaccel/error.hpp"
@@ -94,12 +94,13 @@ void ZeroStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
     options.gradient_as_bucket_view = true;
     options.reduce_dtype = reduce_dtype_;
     all_reducer_ = std::make_unique<Reducer>(sharded_.params, sharded_.names, comm_, options);
-    all_reducer_->set_gradient_sync(sync_);
+    grad_sync_ = all_reducer_.get();
   } else {
     shard_reducer_ = std::make_unique<GradShardReducer>(sharded_.params, sharded_.names, sharded_.shards, comm_,
                                                         first_bucket, reduce_bytes, reduce_dtype_);
-    shard_reducer_->set_gradient_sync(sync_);
+    grad_sync_ = shard_reducer_.get();
   }
+  grad_sync_->set_gradient_sync(sync_);
   gather_ = std::make_unique<ParamGather>(
       sharded_.params, sharded_.shards, comm_, megabytes_to_bytes(config_.allgather_bucket_mb, "allgather_bucket_mb"));
   model_ = std::move(model);
@@ -107,14 +108,12 @@ void ZeroStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
 
 void ZeroStrategy::set_gradient_sync(bool enabled) {
   sync_ = enabled;
-  if (all_reducer_) all_reducer_->set_gradient_sync(enabled);
-  if (shard_reducer_) shard_reducer_->set_gradient_sync(enabled);
+  if (grad_sync_) grad_sync_->set_gradient_sync(enabled);
 }
 
 void ZeroStrategy::after_backward() {
   require_prepared("after_backward()");
-  if (all_reducer_) all_reducer_->after_backward();
-  else shard_reducer_->after_backward();
+  grad_sync_->after_backward();
 }
 
 at::Tensor ZeroStrategy::device_shard_grad(size_t i) const {

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "ddp/reducer.hpp"
+#include "state/reducer.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
@@ -82,6 +82,7 @@ class ZeroStrategy final : public Strategy {
   std::vector<at::Tensor> host_grads_;    // offload: host gradient rows
   std::unique_ptr<Reducer> all_reducer_;
   std::unique_ptr<GradShardReducer> shard_reducer_;
+  GradSync* grad_sync_ = nullptr;  ///< whichever of the two the stage uses
   std::unique_ptr<ParamGather> gather_;
   PendingSteps pending_steps_;
 };

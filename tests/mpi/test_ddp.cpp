@@ -116,16 +116,16 @@ BOOST_AUTO_TEST_CASE(gradient_as_bucket_view) {
     // Every .grad is its bucket view (after the rebuild, in the new buckets).
     auto& reducer = strategy->reducer();
     bool all_views = true;
-    for (size_t i = 0; i < reducer.params().size(); ++i)
-      all_views = all_views && reducer.params()[i].grad().is_alias_of(reducer.bucket_view(i));
+    for (size_t i = 0; i < reducer.grad_params().size(); ++i)
+      all_views = all_views && reducer.grad_params()[i].grad().is_alias_of(reducer.bucket_view(i));
     MPIACCEL_CHECK_ALL(all_views);
     // zero_grad keeps them bound.
     torch::optim::SGD dummy(std::vector<torch::Tensor>{}, torch::optim::SGDOptions(0.1));
     strategy->zero_grad(dummy);
     bool zero_views = true;
-    for (size_t i = 0; i < reducer.params().size(); ++i)
-      zero_views = zero_views && reducer.params()[i].grad().is_alias_of(reducer.bucket_view(i)) &&
-                   reducer.params()[i].grad().abs().sum().item<double>() == 0;
+    for (size_t i = 0; i < reducer.grad_params().size(); ++i)
+      zero_views = zero_views && reducer.grad_params()[i].grad().is_alias_of(reducer.bucket_view(i)) &&
+                   reducer.grad_params()[i].grad().abs().sum().item<double>() == 0;
     MPIACCEL_CHECK_ALL(zero_views);
   }
 }
@@ -252,10 +252,10 @@ BOOST_AUTO_TEST_CASE(libtorch_optimizer_zero_grad_keeps_bucket_views) {
   opt->zero_grad();
   auto& reducer = strategy.reducer();
   bool bound = true;
-  for (size_t i = 0; i < reducer.params().size(); ++i)
-    bound = bound && reducer.params()[i].grad().defined() &&
-            reducer.params()[i].grad().is_alias_of(reducer.bucket_view(i)) &&
-            reducer.params()[i].grad().abs().sum().item<double>() == 0;
+  for (size_t i = 0; i < reducer.grad_params().size(); ++i)
+    bound = bound && reducer.grad_params()[i].grad().defined() &&
+            reducer.grad_params()[i].grad().is_alias_of(reducer.bucket_view(i)) &&
+            reducer.grad_params()[i].grad().abs().sum().item<double>() == 0;
   MPIACCEL_CHECK_ALL(bound);
 }
 
@@ -273,7 +273,7 @@ BOOST_AUTO_TEST_CASE(node_shared_params_are_one_copy_per_node) {
   MPIACCEL_CHECK_ALL(strategy->node_shared() == (n > 1));
   if (n == 1) return;
   // A write on rank 0 is seen by every rank: the memory is shared.
-  const at::Tensor p = strategy->reducer().params()[0];
+  const at::Tensor p = strategy->reducer().grad_params()[0];
   const double before = p.sum().item<double>();
   world().barrier();
   if (world().rank() == 0) {
@@ -285,7 +285,7 @@ BOOST_AUTO_TEST_CASE(node_shared_params_are_one_copy_per_node) {
   MPIACCEL_CHECK_ALL(std::abs(after - (before + static_cast<double>(p.numel()))) < 1e-3 * p.numel());
   // AdamW's two slots, for this rank's rows of every parameter only.
   int64_t own_elements = 0;
-  for (const at::Tensor& q : strategy->reducer().params()) {
+  for (const at::Tensor& q : strategy->reducer().grad_params()) {
     const int64_t rows = q.dim() == 0 ? 1 : q.size(0);
     const RowRange range = chunk_row_range(rows, n, world().rank());
     own_elements += range.count * (rows == 0 ? 0 : q.numel() / rows);

@@ -8,7 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "ddp/bucket_layout.hpp"
+#include "state/bucket_layout.hpp"
 #include "ddp/ddp_strategy.hpp"
 
 using namespace mpiaccel;
@@ -102,7 +102,7 @@ BOOST_AUTO_TEST_CASE(reducer_layout_and_rebuild) {
   mpiaccel::detail::DdpStrategy ddp(config, world_ptr());
   ddp.prepare(model, opt);
   auto& reducer = ddp.reducer();
-  const auto& params = reducer.params();
+  const auto& params = reducer.grad_params();
   const auto initial = reducer.bucket_assignment();
   const auto sizes = reducer.bucket_sizes();
 

@@ -1,6 +1,6 @@
 // Local gradient norm / scaling / zeroing for replicated strategies.
 
-#include "ddp/replicated_grads.hpp"
+#include "state/replicated_grads.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>

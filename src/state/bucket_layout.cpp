@@ -1,6 +1,6 @@
 // Bucket assignment by size (see bucket_layout.hpp).
 
-#include "ddp/bucket_layout.hpp"
+#include "state/bucket_layout.hpp"
 
 #include <algorithm>
 #include <map>
@@ -19,6 +19,19 @@ struct Open {
 };
 
 }  // namespace
+
+std::vector<GradInfo> grad_infos(const std::vector<at::Tensor>& tensors) {
+  std::vector<GradInfo> infos;
+  for (const at::Tensor& t : tensors)
+    infos.push_back(GradInfo{t.scalar_type(), t.device(), t.numel() * t.element_size()});
+  return infos;
+}
+
+std::vector<size_t> reverse_order(size_t n) {
+  std::vector<size_t> order(n);
+  for (size_t k = 0; k < n; ++k) order[k] = n - 1 - k;
+  return order;
+}
 
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<GradInfo>& grads,
                                                 const std::vector<size_t>& order,
@@ -42,7 +55,7 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<GradInfo>& gra
     const GradInfo& g = grads[index];
     Open& bucket = open[Key(static_cast<int>(g.dtype), static_cast<int>(g.device.type()),
                             g.device.index())];
-    const int64_t cap = bucket.first ? first_cap_bytes : cap_bytes;
+    const int64_t cap = bucket.first ? std::min(first_cap_bytes, cap_bytes) : cap_bytes;
     if (!bucket.members.empty() && bucket.bytes + g.bytes > cap) {
       closed.push_back(std::move(bucket.members));
       bucket.members.clear();

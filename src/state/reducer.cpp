@@ -1,0 +1,316 @@
+// The DDP gradient reducer: GradSync's all-reduce policy (see reducer.hpp).
+
+#include "state/reducer.hpp"
+
+#include "runtime/trace.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+
+#include <cstring>
+
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/precision.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+std::string order_bytes(const std::vector<size_t>& order) {
+  std::string bytes(order.size() * sizeof(int64_t), '\0');
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int64_t v = static_cast<int64_t>(order[k]);
+    std::memcpy(bytes.data() + k * sizeof v, &v, sizeof v);
+  }
+  return bytes;
+}
+
+std::vector<size_t> order_from_bytes(const std::string& bytes, size_t expected) {
+  MPIACCEL_CHECK(bytes.size() == expected * sizeof(int64_t),
+                 "DDP bucket rebuild: rank 0 sent an order of " +
+                     std::to_string(bytes.size() / sizeof(int64_t)) + " gradients, this rank has " +
+                     std::to_string(expected));
+  std::vector<size_t> order(expected);
+  for (size_t k = 0; k < expected; ++k) {
+    int64_t v;
+    std::memcpy(&v, bytes.data() + k * sizeof v, sizeof v);
+    order[k] = static_cast<size_t>(v);
+  }
+  return order;
+}
+
+constexpr int64_t kSharedAlignBytes = 64;
+
+int64_t align_up(int64_t bytes) {
+  return (bytes + kSharedAlignBytes - 1) / kSharedAlignBytes * kSharedAlignBytes;
+}
+
+// Hands out consecutive, zeroed tensors of a node-shared allocation, each
+// with its own storage (so is_alias_of tells buckets apart), or of ordinary
+// memory when there is none.
+class SharedCarver {
+ public:
+  explicit SharedCarver(at::Tensor region) : region_(std::move(region)) {}
+
+  at::Tensor carve(int64_t numel, const at::TensorOptions& options) {
+    if (!region_.defined()) return at::zeros({numel}, options);
+    const int64_t bytes = numel * static_cast<int64_t>(options.dtype().itemsize());
+    MPIACCEL_CHECK(used_ + bytes <= region_.numel(), "DDP reducer: shared bucket memory overrun");
+    void* data = static_cast<char*>(region_.data_ptr()) + used_;
+    used_ += align_up(bytes);
+    auto tensor = at::from_blob(data, {numel}, [keep = region_](void*) {}, options);
+    return tensor.zero_();
+  }
+
+ private:
+  at::Tensor region_;
+  int64_t used_ = 0;
+};
+
+}  // namespace
+
+namespace {
+
+GradSyncOptions reducer_sync_options(const ReducerOptions& options) {
+  return {"DDP",
+          options.find_unused_parameters ? MissingGradients::Allow : MissingGradients::Forbid,
+          options.static_graph,
+          "set [ddp] find_unused_parameters = true if parts of the model are legitimately unused "
+          "in some steps or on some ranks, or make the loss depend on every parameter"};
+}
+
+}  // namespace
+
+Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
+                 std::shared_ptr<Communicator> comm, ReducerOptions options)
+    : GradSync(std::move(params), std::move(names), comm, reducer_sync_options(options)),
+      comm_(std::move(comm)),
+      options_(options) {
+  for (const at::Tensor& p : grad_params()) param_impls_.insert(p.unsafeGetTensorImpl());
+  infos_ = grad_infos(grad_params());
+  const GradientDivision division = gradient_division(comm_->size(), options_.reduce_dtype);
+  // Full-width wire: the all-reduce averages as it sums (one pass fewer over
+  // every gradient). A 16-bit wire divides before and after instead, so the
+  // sum cannot overflow (NOTES.md).
+  if (division.split) {
+    bucket_op_ = ReduceOp::Sum;
+    pre_scale_ = at::scalar_tensor(division.before, at::kDouble);
+    if (division.after != 1.0) post_scale_ = at::scalar_tensor(division.after, at::kDouble);
+  }
+  build_buckets(assign_buckets(infos_, reverse_order(infos_.size()), options_.first_bucket_bytes,
+                               options_.bucket_bytes));
+  start_hooks();
+}
+
+Reducer::~Reducer() {
+  stop_hooks();
+  for (const Bucket& bucket : buckets_) wait_at_shutdown(bucket.work, "DDP");
+}
+
+void Reducer::build_buckets(const std::vector<std::vector<size_t>>& assignment) {
+  const std::vector<at::Tensor>& params = grad_params();
+  std::vector<Bucket> buckets(assignment.size());
+  // The all-reduced tensors (each bucket's wire copy, else the bucket itself)
+  // go into node-shared memory when the communicator offers it: their
+  // all-reduce then runs in place through it (docs/comm.md).
+  const auto wire_dtype_of = [&](const at::Tensor& first) {
+    return options_.reduce_dtype ? *options_.reduce_dtype : first.scalar_type();
+  };
+  std::vector<int64_t> numels(assignment.size(), 0);
+  int64_t shared_bytes = 0;
+  for (size_t b = 0; b < assignment.size(); ++b) {
+    for (size_t i : assignment[b]) numels[b] += params[i].numel();
+    shared_bytes += align_up(numels[b] * c10::elementSize(wire_dtype_of(params[assignment[b].front()])));
+  }
+  const bool on_host = params.front().device().is_cpu();
+  SharedCarver shared(on_host ? comm_->allocate_shared(shared_bytes) : at::Tensor());
+  for (size_t b = 0; b < assignment.size(); ++b) {
+    Bucket& bucket = buckets[b];
+    const int64_t numel = numels[b];
+    const at::Tensor& first = params[assignment[b].front()];
+    const auto options = first.options().requires_grad(false);
+    const bool cast = options_.reduce_dtype && *options_.reduce_dtype != first.scalar_type();
+    // Allocated once: a fresh bucket-sized tensor every step would cost an
+    // allocation and its page faults on the hot path.
+    if (cast) {
+      bucket.flat = at::zeros({numel}, options);
+      bucket.wire = shared.carve(numel, options.dtype(*options_.reduce_dtype));
+    } else {
+      bucket.flat = shared.carve(numel, options);
+    }
+    // Views made below the autograd view layer: plain aliases of the bucket
+    // memory, not autograd views, so LibTorch's Optimizer::zero_grad() (which
+    // calls grad.detach_()) works on them when they are param.grad.
+    at::AutoDispatchBelowADInplaceOrView plain_views;
+    int64_t offset = 0;
+    for (size_t i : assignment[b]) {
+      bucket.views.push_back(bucket.flat.narrow(0, offset, params[i].numel()).view(params[i].sizes()));
+      offset += params[i].numel();
+    }
+  }
+  buckets_ = std::move(buckets);
+  set_buckets(assignment);
+  if (options_.gradient_as_bucket_view)
+    for (size_t i = 0; i < params.size(); ++i) bind_to_view(i);
+}
+
+const at::Tensor& Reducer::view_of(size_t i) const {
+  const auto [b, s] = place_of(i);
+  return buckets_[b].views[s];
+}
+
+void Reducer::bind_to_view(size_t i) {
+  at::Tensor& grad = grad_params()[i].mutable_grad();
+  const at::Tensor& view = view_of(i);
+  if (!grad.defined() || grad.is_alias_of(view)) return;
+  view.copy_(grad);
+  grad = view;
+}
+
+void Reducer::on_unsynced_grad(size_t i) {
+  // Accumulate locally; with bucket views, inside the bucket already.
+  if (options_.gradient_as_bucket_view) bind_to_view(i);
+}
+
+void Reducer::stage(size_t i) {
+  const at::Tensor& view = view_of(i);
+  at::Tensor& grad = grad_params()[i].mutable_grad();
+  const bool divide = pre_scale_.defined();
+  if (!grad.defined()) {
+    view.zero_();  // used on no rank here: contributes nothing
+  } else if (options_.gradient_as_bucket_view && grad.is_alias_of(view)) {
+    if (divide) view.mul_(pre_scale_);
+  } else {
+    if (divide) at::mul_out(const_cast<at::Tensor&>(view), grad, pre_scale_);
+    else view.copy_(grad);
+    if (options_.gradient_as_bucket_view) grad = view;
+  }
+}
+
+void Reducer::launch(size_t b) {
+  Bucket& bucket = buckets_[b];
+  bucket.timing = BucketTiming{};
+  bucket.timing.launched = Clock::now();
+  if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);
+  bucket.work = comm_->all_reduce_async(bucket.wire.defined() ? bucket.wire : bucket.flat, bucket_op_);
+}
+
+void Reducer::backward_ending() { backward_end_ = Clock::now(); }
+
+void Reducer::finish_buckets() {
+  last_timings_.clear();
+  auto& tracer = Tracer::instance();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    bucket.work->wait();
+    bucket.timing.started = bucket.work->started_at();
+    bucket.timing.finished = bucket.work->finished_at();
+    bucket.work.reset();
+    if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
+    if (post_scale_.defined()) bucket.flat.mul_(post_scale_);
+    last_timings_.push_back(bucket.timing);
+    if (tracer.enabled())
+      tracer.record("all_reduce bucket " + std::to_string(b), TraceLane::Communication,
+                    bucket.timing.started, bucket.timing.finished);
+  }
+}
+
+void Reducer::apply(const std::vector<int32_t>& global_used) {
+  const std::vector<at::Tensor>& params = grad_params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (global_used[i] == 0) continue;  // no rank used it: leave .grad alone
+    at::Tensor& grad = params[i].mutable_grad();
+    const at::Tensor& view = view_of(i);
+    if (options_.gradient_as_bucket_view) {
+      if (!grad.defined() || !grad.is_alias_of(view)) grad = view;
+    } else if (grad.defined()) {
+      grad.copy_(view);
+    } else {
+      grad = view.clone();
+    }
+  }
+}
+
+void Reducer::backward_ended(bool synchronized) {
+  if (synchronized && !rebuilt_) rebuild_buckets();
+}
+
+void Reducer::rebuild_buckets() {
+  rebuilt_ = true;
+  // The first backward's ready order, then the parameters that did not fire
+  // in it, in their current launch order.
+  const size_t n = grad_params().size();
+  std::vector<char> listed(n, 0);
+  std::vector<size_t> order;
+  for (size_t i : observed_order())
+    if (!listed[i]) {
+      listed[i] = 1;
+      order.push_back(i);
+    }
+  for (const std::vector<size_t>& bucket : bucket_assignment())
+    for (size_t i : bucket)
+      if (!listed[i]) {
+        listed[i] = 1;
+        order.push_back(i);
+      }
+  // Ready order can differ between ranks (different branches, thread timing):
+  // rank 0's decides, so every rank builds the same buckets.
+  order = order_from_bytes(comm_->broadcast_bytes(order_bytes(order), 0), n);
+  auto assignment = assign_buckets(infos_, order, options_.first_bucket_bytes, options_.bucket_bytes);
+  if (assignment == bucket_assignment()) return;
+  // With bucket views, param.grad points into the old buckets: build_buckets
+  // copies it into the new views and rebinds.
+  build_buckets(assignment);
+}
+
+void Reducer::zero_grad() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const at::Tensor& p : grad_params()) {
+    const at::Tensor& grad = p.grad();
+    if (grad.defined()) grad.detach().zero_();
+  }
+}
+
+bool Reducer::manages(const at::Tensor& param) const {
+  return param_impls_.count(param.unsafeGetTensorImpl()) != 0;
+}
+
+std::vector<int64_t> Reducer::bucket_sizes() const {
+  std::vector<int64_t> out;
+  for (const Bucket& bucket : buckets_) out.push_back(bucket.flat.numel() * bucket.flat.element_size());
+  return out;
+}
+
+int64_t Reducer::reduced_bytes_per_step() const {
+  int64_t bytes = 0;
+  for (const Bucket& bucket : buckets_) {
+    const at::Tensor& sent = bucket.wire.defined() ? bucket.wire : bucket.flat;
+    bytes += sent.numel() * sent.element_size();
+  }
+  return bytes;
+}
+
+int64_t Reducer::wire_bytes() const {
+  int64_t bytes = 0;
+  for (const Bucket& bucket : buckets_)
+    if (bucket.wire.defined()) bytes += bucket.wire.numel() * bucket.wire.element_size();
+  return bytes;
+}
+
+bool Reducer::buckets_rebuilt() const { return rebuilt_; }
+
+std::vector<Reducer::BucketTiming> Reducer::last_bucket_timings() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return last_timings_;
+}
+
+Reducer::Clock::time_point Reducer::last_backward_end() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return backward_end_;
+}
+
+at::Tensor Reducer::bucket_view(size_t index) const {
+  MPIACCEL_CHECK(index < grad_params().size(), "DDP reducer: no parameter " + std::to_string(index));
+  return view_of(index);
+}
+
+}  // namespace mpiaccel::detail

@@ -1,0 +1,144 @@
+#pragma once
+// The DDP gradient reducer, after PyTorch's c10d reducer.cpp (DDP paper,
+// VLDB'20), in our own code over mpiaccel::Communicator.
+//
+// The backward state machine (hooks, in-order launches, the end-of-backward
+// callback, missing-gradient agreement, no_sync) is GradSync's
+// (state/grad_sync.hpp); this class is its all-reduce policy. DDP uses it, and
+// ZeRO-1 for its gradients.
+//
+// - Gradients live in buckets: one flat tensor per bucket, a view per
+//   parameter. The layout comes from assign_buckets() over the reverse
+//   parameter order, and is rebuilt once, at the end of the first synchronized
+//   backward, in the order the gradients actually became ready on rank 0
+//   (broadcast, so every rank has the same buckets).
+// - Staging a gradient copies it into its bucket view (with
+//   gradient_as_bucket_view, the default, param.grad IS the view and nothing
+//   is copied). A full bucket is all-reduced with Avg: the division happens
+//   inside the reduction, which costs no pass over memory of its own.
+// - reduce_dtype (mixed precision): a bucket whose dtype differs is cast into
+//   its wire tensor (reduce_dtype, allocated with the bucket) when it
+//   launches, all-reduced in that dtype (half the bytes of fp32 for
+//   bf16/fp16) and cast back into the bucket when backward ends. The division
+//   is then split as FSDP does: by `pre` when staged and by `post` after the
+//   sum (pre·post = world, gradient_divide_factors), so 16-bit summands
+//   neither underflow nor overflow. The optimizer still reads fp32 gradients.
+// - When backward ends the averaged buckets are written back into param.grad.
+// - find_unused_parameters (MissingGradients::Allow): "used" = the
+//   parameter's hook fired in this backward or earlier in the no_sync window.
+//   We do not walk the graph from the outputs as PyTorch does (we see no
+//   forward), so buckets holding a locally unused parameter launch only when
+//   backward ends; the result is the same, the overlap smaller. Gradients of
+//   parameters no rank used are left untouched. static_graph: the used map of
+//   the first synchronized backward is reused, not all-reduced again.
+// - Without find_unused_parameters a parameter whose hook did not fire is an
+//   error raised on every rank, naming the parameter, instead of a hang.
+// - set_gradient_sync(false) (no_sync): gradients accumulate in param.grad
+//   (or in the bucket views); the next synchronized backward reduces the sums.
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "mpiaccel/comm.hpp"
+#include "state/bucket_layout.hpp"
+#include "state/grad_sync.hpp"
+
+namespace mpiaccel::detail {
+
+struct ReducerOptions {
+  int64_t first_bucket_bytes = int64_t{1} << 20;
+  int64_t bucket_bytes = int64_t{25} << 20;
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = true;
+  bool static_graph = false;
+  /// The dtype of the all-reduce; nullopt = each bucket's own dtype.
+  std::optional<at::ScalarType> reduce_dtype;
+};
+
+class Reducer final : public GradSync {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// When one bucket's all_reduce was launched (queued), started executing on
+  /// the communication thread, and finished.
+  struct BucketTiming {
+    Clock::time_point launched;
+    Clock::time_point started;
+    Clock::time_point finished;
+  };
+
+  /// `params`: distinct leaf tensors that require grad, with their names for
+  /// messages. Installs the hooks. Collective over comm only in that every rank
+  /// must construct it with the same parameter list.
+  Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
+          std::shared_ptr<Communicator> comm, ReducerOptions options);
+  /// Removes the hooks and waits for in-flight all-reduces. Never throws.
+  ~Reducer() override;
+
+  /// Zeroes every gradient of the reducer's parameters in place (bucket
+  /// views stay bound to param.grad).
+  void zero_grad();
+  /// True if `param` is one of the reducer's parameters.
+  bool manages(const at::Tensor& param) const;
+
+  // --- introspection (tests, benchmarks, memory accounting)
+  /// Bytes of each bucket's flat tensor.
+  std::vector<int64_t> bucket_sizes() const;
+  /// Bytes each synchronized backward all-reduces (in reduce_dtype), the
+  /// status vector not included.
+  int64_t reduced_bytes_per_step() const;
+  /// Bytes of the reduce_dtype copies of the buckets (0 without a cast).
+  int64_t wire_bytes() const;
+  bool buckets_rebuilt() const;
+  /// Timings of the buckets of the last synchronized backward.
+  std::vector<BucketTiming> last_bucket_timings() const;
+  /// When the last backward's engine callback started (= backward ended).
+  Clock::time_point last_backward_end() const;
+  /// The bucket view of parameter `index`.
+  at::Tensor bucket_view(size_t index) const;
+
+ private:
+  struct Bucket {
+    at::Tensor flat;
+    at::Tensor wire;  // flat's copy in reduce_dtype for the all-reduce; undefined without a cast
+    std::vector<at::Tensor> views;  // one per parameter, in bucket_params order
+    WorkHandle work;
+    BucketTiming timing;
+  };
+
+  // The policy (state/grad_sync.hpp).
+  void stage(size_t index) override;
+  void launch(size_t bucket) override;
+  void finish_buckets() override;
+  void apply(const std::vector<int32_t>& global_used) override;
+  void on_unsynced_grad(size_t index) override;
+  void backward_ending() override;
+  void backward_ended(bool synchronized) override;
+
+  const at::Tensor& view_of(size_t index) const;
+  void bind_to_view(size_t index);
+  void build_buckets(const std::vector<std::vector<size_t>>& assignment);
+  void rebuild_buckets();
+
+  std::unordered_set<const void*> param_impls_;  // for manages()
+  std::shared_ptr<Communicator> comm_;
+  ReducerOptions options_;
+  std::vector<GradInfo> infos_;
+  ReduceOp bucket_op_ = ReduceOp::Avg;  // Sum when a 16-bit wire splits the division
+  at::Tensor pre_scale_;   // 0-d double, split division only: applied when staged
+  at::Tensor post_scale_;  // 0-d double, split division only: applied after the sum; undefined = none
+
+  std::vector<Bucket> buckets_;
+  bool rebuilt_ = false;
+  Clock::time_point backward_end_{};
+  std::vector<BucketTiming> last_timings_;
+};
+
+}  // namespace mpiaccel::detail

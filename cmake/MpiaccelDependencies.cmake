@@ -1,11 +1,41 @@
 # Finds every dependency of mpiaccel and fails with a message that says what to
 # install. CUDA and NCCL are optional (MPIACCEL_WITH_NCCL).
 
-# LibTorch: Debian's libtorch-dev by default; any other through Torch_DIR or
-# CMAKE_PREFIX_PATH (e.g. the one inside a Python torch wheel).
+# LibTorch: the one Torch_DIR or CMAKE_PREFIX_PATH points at (`make build`:
+# the torch wheel in .venv; `make build TORCH=debian`: Debian's libtorch-dev,
+# found without a hint).
+# TorchConfig finds its libraries by name, system paths before its own: with
+# only Torch_DIR given, its root goes first in CMAKE_PREFIX_PATH, so Debian's
+# /usr/lib/libtorch.so is never linked with another LibTorch's headers.
+if(Torch_DIR)
+  get_filename_component(mpiaccel_torch_root "${Torch_DIR}/../../.." ABSOLUTE)
+  list(PREPEND CMAKE_PREFIX_PATH "${mpiaccel_torch_root}")
+endif()
 find_package(Torch REQUIRED)
 # TORCH_CXX_FLAGS carries the libstdc++ ABI flag the LibTorch was built with.
 separate_arguments(MPIACCEL_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+# A LibTorch built with CUDA (the wheel's) has the torch_cuda library; it runs
+# on the CPU where there is no GPU.
+if(TARGET torch_cuda OR "${TORCH_LIBRARIES}" MATCHES "torch_cuda")
+  set(MPIACCEL_TORCH_CUDA ON)
+else()
+  set(MPIACCEL_TORCH_CUDA OFF)
+endif()
+message(STATUS "mpiaccel: LibTorch ${Torch_VERSION} (CUDA: ${MPIACCEL_TORCH_CUDA}) from ${Torch_DIR}")
+# The torch wheel's libtorch.so exports a copy of std::filesystem (a static
+# libstdc++fs of the wheel's own GCC) that crashes here (remove_all calls
+# through a null pointer). Whichever library comes first in a program's
+# NEEDED list wins the lookup, so every program and library links libstdc++
+# first: the system's std::filesystem is then the one used. mpiaccel's target
+# passes the same flags on to users' programs (and the .pc file writes them).
+set(MPIACCEL_STDCXX_FIRST "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+add_link_options(${MPIACCEL_STDCXX_FIRST})
+# A wheel's LibTorch links the NCCL of the nvidia-nccl wheel beside it: the
+# NCCL communicator uses that one too, so one process never loads two.
+get_filename_component(mpiaccel_site_packages "${Torch_DIR}/../../../.." ABSOLUTE)
+if(NOT NCCL_ROOT AND EXISTS "${mpiaccel_site_packages}/nvidia/nccl/include/nccl.h")
+  set(NCCL_ROOT "${mpiaccel_site_packages}/nvidia/nccl")
+endif()
 
 find_package(MPI REQUIRED COMPONENTS C CXX)
 
@@ -46,8 +76,9 @@ if(NOT MPIACCEL_WITH_NCCL STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} ENV NCCL_ROOT ${CUDAToolkit_INCLUDE_DIRS}
             PATH_SUFFIXES include)
-  find_library(NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} ENV NCCL_ROOT ${CUDAToolkit_LIBRARY_DIR}
-               PATH_SUFFIXES lib lib64)
+  # The wheel ships only libnccl.so.2 (no unversioned link).
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${NCCL_ROOT} ENV NCCL_ROOT
+               ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
   if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(MPIACCEL_HAVE_NCCL ON)
     add_library(mpiaccel::nccl INTERFACE IMPORTED)

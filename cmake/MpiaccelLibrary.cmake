@@ -30,6 +30,8 @@ target_include_directories(mpiaccel PUBLIC
 target_link_libraries(mpiaccel
   PUBLIC torch MPI::MPI_CXX
   PRIVATE ${INIH_LINK_LIBRARIES} ${HDF5_C_LIBRARIES} ${ZLIB_LIBRARIES} ${CMAKE_DL_LIBS})
+# libstdc++ before LibTorch in users' programs too (MpiaccelDependencies.cmake).
+target_link_options(mpiaccel INTERFACE ${MPIACCEL_STDCXX_FIRST})
 # The tokenizer's SentencePiece module, loaded at run time from beside the
 # library (src/data/CMakeLists.txt says why it is not linked).
 add_dependencies(mpiaccel mpiaccel_sentencepiece)
@@ -43,10 +45,19 @@ set(MPIACCEL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/mpiaccel)
 
 # The installed command and any program built against the installed library
 # find libmpiaccel next to them; LibTorch and the other outside libraries by
-# the directories they were linked from.
-set(CMAKE_INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+# the directories they were linked from. CMake leaves out link directories
+# inside the source tree, where the torch wheel's LibTorch (.venv) and its
+# NCCL lie, so those are named explicitly.
+get_filename_component(mpiaccel_torch_libdir "${TORCH_LIBRARY}" DIRECTORY)
+set(mpiaccel_outside_rpath "${mpiaccel_torch_libdir}")
+if(MPIACCEL_HAVE_NCCL)
+  get_filename_component(mpiaccel_nccl_libdir "${NCCL_LIBRARY}" DIRECTORY)
+  list(APPEND mpiaccel_outside_rpath "${mpiaccel_nccl_libdir}")
+endif()
+set(CMAKE_INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR};${mpiaccel_outside_rpath}")
 set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
-set_target_properties(mpiaccel PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
+set_target_properties(mpiaccel PROPERTIES INSTALL_RPATH "$ORIGIN;${mpiaccel_outside_rpath}"
+                                          INSTALL_RPATH_USE_LINK_PATH ON)
 
 install(TARGETS mpiaccel EXPORT mpiaccelTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -56,17 +67,13 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/mpiaccel ${MPIACCEL_GENERATED_INCL
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
 install(EXPORT mpiaccelTargets NAMESPACE mpiaccel:: DESTINATION ${MPIACCEL_CMAKE_DIR})
 
-# A hint for find_dependency(Torch) when the LibTorch we built with is not on
-# CMake's default search path, unless it lies inside this source or build tree
-# (which the installed package must not name).
+# A hint for find_dependency(Torch): the LibTorch we built with, unless it is
+# on CMake's default search path anyway. It may lie inside the source tree
+# (the torch wheel in .venv): then the installed package names that one path
+# of the tree, the LibTorch it needs.
 set(MPIACCEL_TORCH_DIR_HINT "")
-file(REAL_PATH "${Torch_DIR}" mpiaccel_torch_dir_real)
-file(REAL_PATH "${CMAKE_SOURCE_DIR}" mpiaccel_source_real)
-file(REAL_PATH "${CMAKE_BINARY_DIR}" mpiaccel_binary_real)
-string(FIND "${mpiaccel_torch_dir_real}/" "${mpiaccel_source_real}/" in_source)
-string(FIND "${mpiaccel_torch_dir_real}/" "${mpiaccel_binary_real}/" in_binary)
-if(NOT in_source EQUAL 0 AND NOT in_binary EQUAL 0)
-  set(MPIACCEL_TORCH_DIR_HINT "${mpiaccel_torch_dir_real}")
+if(Torch_DIR)
+  file(REAL_PATH "${Torch_DIR}" MPIACCEL_TORCH_DIR_HINT)
 endif()
 configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/mpiaccelConfig.cmake.in
   ${CMAKE_BINARY_DIR}/package/mpiaccelConfig.cmake
@@ -78,7 +85,6 @@ install(FILES ${CMAKE_BINARY_DIR}/package/mpiaccelConfig.cmake
   DESTINATION ${MPIACCEL_CMAKE_DIR})
 
 # pkg-config: LibTorch has no .pc file, so its flags are written out here.
-get_filename_component(mpiaccel_torch_libdir "${TORCH_LIBRARY}" DIRECTORY)
 set(MPIACCEL_PC_TORCH_CFLAGS "${TORCH_CXX_FLAGS}")
 foreach(dir IN LISTS TORCH_INCLUDE_DIRS)
   string(APPEND MPIACCEL_PC_TORCH_CFLAGS " -I${dir}")

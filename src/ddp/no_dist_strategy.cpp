@@ -32,8 +32,9 @@ class NoDistStrategy final : public Strategy {
   void scale_grads(double factor) override { scale_local_grads(params_, factor); }
   void step(torch::optim::Optimizer& optimizer) override { optimizer.step(); }
   void zero_grad(torch::optim::Optimizer& optimizer) override {
-    zero_local_grads(params_);
-    for (const auto& group : optimizer.param_groups()) zero_local_grads(group.params());
+    // As the LibTorch's own Optimizer::zero_grad(): one process is the reference.
+    reset_local_grads(params_);
+    for (const auto& group : optimizer.param_groups()) reset_local_grads(group.params());
   }
   ShardedStateDict state_dict(torch::optim::Optimizer& optimizer) override {
     require_prepared();

@@ -2,6 +2,7 @@
 
 #include "ddp/node_shared_params.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
 

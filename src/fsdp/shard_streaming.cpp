@@ -3,6 +3,7 @@
 
 #include "fsdp/shard_streaming.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 

@@ -2,6 +2,7 @@
 
 #include "fsdp/unit_builder.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/nn/module.h>

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "mpiaccel/error.hpp"
+#include "runtime/torch_compat.hpp"
 
 namespace mpiaccel::detail {
 namespace {
@@ -19,9 +20,9 @@ namespace {
 // The mapping's length sits in front of the data; 64 bytes keep c10's alignment.
 constexpr size_t kHeader = 64;
 
-class UnmappingAllocator final : public c10::Allocator {
+class UnmappingAllocator final : public CpuAllocatorBase {
  public:
-  c10::DataPtr allocate(size_t bytes) const override {
+  c10::DataPtr allocate_bytes(size_t bytes) const override {
     const c10::Device cpu(c10::DeviceType::CPU);
     if (bytes == 0) return c10::DataPtr(nullptr, cpu);
     const size_t length = bytes + kHeader;

@@ -6,6 +6,7 @@
 // Module::name() ("DecoderLayer"), and parameter names ("blocks.0.attn.qkv.
 // weight") are the keys of checkpoints and of the DDP cross-rank check.
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/module.h>

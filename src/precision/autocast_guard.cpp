@@ -1,6 +1,5 @@
-// AutocastGuard over LibTorch 1.13's thread-local autocast switches
-// (ATen/autocast_mode.h): set_enabled / set_autocast_gpu_dtype are CUDA's,
-// set_cpu_enabled / set_autocast_cpu_dtype the CPU's.
+// AutocastGuard over LibTorch's thread-local autocast switches, one per
+// device type (runtime/torch_compat.hpp).
 
 #include <ATen/autocast_mode.h>
 
@@ -8,6 +7,7 @@
 
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/precision.hpp"
+#include "runtime/torch_compat.hpp"
 
 namespace mpiaccel {
 
@@ -23,16 +23,11 @@ AutocastGuard::AutocastGuard(const std::string& device, at::ScalarType dtype) {
     MPIACCEL_CHECK(dtype == at::kBFloat16,
                    "fp16 compute needs a CUDA device: LibTorch has no CPU fp16 kernels "
                    "(addmm); use [distributed] mixed_precision = bf16 on CPU");
-    previous_enabled_ = at::autocast::is_cpu_enabled();
-    previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(dtype);
-  } else {
-    previous_enabled_ = at::autocast::is_enabled();
-    previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_enabled(true);
-    at::autocast::set_autocast_gpu_dtype(dtype);
   }
+  const c10::DeviceType type = cuda_ ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
+  previous_enabled_ = detail::autocast_enabled(type);
+  previous_dtype_ = detail::autocast_dtype(type);
+  detail::set_autocast(type, true, dtype);
   at::autocast::increment_nesting();
   active_ = true;
 }
@@ -43,13 +38,8 @@ AutocastGuard::~AutocastGuard() {
   // region; torch.autocast drops it when the outermost region ends, so the
   // next step casts the updated weights afresh.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  if (cuda_) {
-    at::autocast::set_enabled(previous_enabled_);
-    at::autocast::set_autocast_gpu_dtype(previous_dtype_);
-  } else {
-    at::autocast::set_cpu_enabled(previous_enabled_);
-    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
-  }
+  detail::set_autocast(cuda_ ? c10::DeviceType::CUDA : c10::DeviceType::CPU, previous_enabled_,
+                       previous_dtype_);
 }
 
 }  // namespace mpiaccel

@@ -1,6 +1,7 @@
 // GradScaler: dynamic loss scaling with the found-inf flag agreed across ranks.
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/optim/optimizer.h>
 
 #include <cmath>

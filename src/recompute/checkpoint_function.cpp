@@ -17,6 +17,7 @@
 
 #include "mpiaccel/activation_checkpointing.hpp"
 #include "mpiaccel/error.hpp"
+#include "runtime/torch_compat.hpp"
 
 namespace mpiaccel {
 namespace {
@@ -51,14 +52,13 @@ struct AutocastSnapshot {
   at::ScalarType gpu_dtype = at::kHalf;
 
   static AutocastSnapshot current() {
-    return {at::autocast::is_cpu_enabled(), at::autocast::get_autocast_cpu_dtype(),
-            at::autocast::is_enabled(), at::autocast::get_autocast_gpu_dtype()};
+    using c10::DeviceType;
+    return {detail::autocast_enabled(DeviceType::CPU), detail::autocast_dtype(DeviceType::CPU),
+            detail::autocast_enabled(DeviceType::CUDA), detail::autocast_dtype(DeviceType::CUDA)};
   }
   void apply() const {
-    at::autocast::set_cpu_enabled(cpu_enabled);
-    at::autocast::set_autocast_cpu_dtype(cpu_dtype);
-    at::autocast::set_enabled(gpu_enabled);
-    at::autocast::set_autocast_gpu_dtype(gpu_dtype);
+    detail::set_autocast(c10::DeviceType::CPU, cpu_enabled, cpu_dtype);
+    detail::set_autocast(c10::DeviceType::CUDA, gpu_enabled, gpu_dtype);
   }
 };
 

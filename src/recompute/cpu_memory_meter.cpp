@@ -47,7 +47,7 @@ CpuMemoryMeter::~CpuMemoryMeter() {
   g_installed = false;
 }
 
-c10::DataPtr CpuMemoryMeter::allocate(size_t bytes) const {
+c10::DataPtr CpuMemoryMeter::allocate_bytes(size_t bytes) const {
   c10::DataPtr inner = inner_->allocate(bytes);
   void* data = inner.get();
   const c10::Device device = inner.device();

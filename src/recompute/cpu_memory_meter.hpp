@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "runtime/torch_compat.hpp"
+
 namespace mpiaccel::detail {
 
-class CpuMemoryMeter final : public c10::Allocator {
+class CpuMemoryMeter final : public CpuAllocatorBase {
  public:
   /// Installs itself as the CPU allocator (over the one in place).
   CpuMemoryMeter();
@@ -24,7 +26,7 @@ class CpuMemoryMeter final : public c10::Allocator {
   CpuMemoryMeter(const CpuMemoryMeter&) = delete;
   CpuMemoryMeter& operator=(const CpuMemoryMeter&) = delete;
 
-  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DataPtr allocate_bytes(size_t bytes) const override;
   /// Some kernels allocate raw memory (Allocator::raw_allocate), which
   /// needs a deleter that knows the block from its address alone.
   c10::DeleterFnPtr raw_deleter() const override { return &CpuMemoryMeter::release; }

@@ -3,7 +3,6 @@
 #include "state/optimizer_state.hpp"
 
 #include <ATen/ATen.h>
-#include <c10/util/string_utils.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
@@ -11,6 +10,7 @@
 #include <sstream>
 
 #include "mpiaccel/error.hpp"
+#include "runtime/torch_compat.hpp"
 
 namespace mpiaccel {
 namespace {
@@ -27,10 +27,6 @@ using torch::optim::SGD;
 using torch::optim::SGDOptions;
 using torch::optim::SGDParamState;
 
-std::string state_key(const at::Tensor& param) {
-  return c10::guts::to_string(param.unsafeGetTensorImpl());
-}
-
 const OptimizerParamGroup& group_of(const Optimizer& optimizer, const at::Tensor& param) {
   for (const OptimizerParamGroup& group : optimizer.param_groups())
     for (const at::Tensor& p : group.params())
@@ -42,14 +38,14 @@ const OptimizerParamGroup& group_of(const Optimizer& optimizer, const at::Tensor
 
 template <typename State>
 State* find_state(Optimizer& optimizer, const at::Tensor& param) {
-  auto it = optimizer.state().find(state_key(param));
+  auto it = optimizer.state().find(detail::optimizer_state_key(optimizer, param));
   if (it == optimizer.state().end()) return nullptr;
   return static_cast<State*>(it->second.get());
 }
 
 template <typename State>
 const State* find_state(const Optimizer& optimizer, const at::Tensor& param) {
-  auto it = optimizer.state().find(state_key(param));
+  auto it = optimizer.state().find(detail::optimizer_state_key(optimizer, param));
   if (it == optimizer.state().end()) return nullptr;
   return static_cast<const State*>(it->second.get());
 }
@@ -67,7 +63,7 @@ std::vector<OptimizerSlot> adam_slots(Optimizer& optimizer, const at::Tensor& pa
     fresh->exp_avg_sq(at::zeros_like(param, at::MemoryFormat::Preserve));
     if (amsgrad) fresh->max_exp_avg_sq(at::zeros_like(param, at::MemoryFormat::Preserve));
     state = fresh.get();
-    optimizer.state()[state_key(param)] = std::move(fresh);
+    optimizer.state()[detail::optimizer_state_key(optimizer, param)] = std::move(fresh);
   }
   std::vector<OptimizerSlot> slots{{"exp_avg", state->exp_avg()}, {"exp_avg_sq", state->exp_avg_sq()}};
   if (amsgrad) slots.push_back({"max_exp_avg_sq", state->max_exp_avg_sq()});
@@ -112,7 +108,7 @@ std::vector<OptimizerSlot> optimizer_slots(Optimizer& optimizer, const at::Tenso
     auto fresh = std::make_unique<SGDParamState>();
     fresh->momentum_buffer(at::zeros_like(param, at::MemoryFormat::Preserve));
     state = fresh.get();
-    optimizer.state()[state_key(param)] = std::move(fresh);
+    optimizer.state()[detail::optimizer_state_key(optimizer, param)] = std::move(fresh);
   }
   return {{"momentum_buffer", state->momentum_buffer()}};
 }

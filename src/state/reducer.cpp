@@ -11,6 +11,7 @@
 
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/precision.hpp"
+#include "runtime/torch_compat.hpp"
 
 namespace mpiaccel::detail {
 namespace {
@@ -87,6 +88,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
       options_(options) {
   for (const at::Tensor& p : grad_params()) param_impls_.insert(p.unsafeGetTensorImpl());
   infos_ = grad_infos(grad_params());
+  untouched_.assign(infos_.size(), 0);
   const GradientDivision division = gradient_division(comm_->size(), options_.reduce_dtype);
   // Full-width wire: the all-reduce averages as it sums (one pass fewer over
   // every gradient). A 16-bit wire divides before and after instead, so the
@@ -217,8 +219,14 @@ void Reducer::finish_buckets() {
 void Reducer::apply(const std::vector<int32_t>& global_used) {
   const std::vector<at::Tensor>& params = grad_params();
   for (size_t i = 0; i < params.size(); ++i) {
-    if (global_used[i] == 0) continue;  // no rank used it: leave .grad alone
     at::Tensor& grad = params[i].mutable_grad();
+    if (global_used[i] == 0) {
+      // No rank used it: leave .grad alone, unless it was zeroed for a
+      // LibTorch whose zero_grad sets it to undefined.
+      if (kZeroGradSetsToNone && untouched_[i]) grad = at::Tensor();
+      continue;
+    }
+    untouched_[i] = 0;
     const at::Tensor& view = view_of(i);
     if (options_.gradient_as_bucket_view) {
       if (!grad.defined() || !grad.is_alias_of(view)) grad = view;
@@ -264,6 +272,7 @@ void Reducer::rebuild_buckets() {
 
 void Reducer::zero_grad() {
   std::lock_guard<std::mutex> lock(mutex_);
+  std::fill(untouched_.begin(), untouched_.end(), 1);
   for (const at::Tensor& p : grad_params()) {
     const at::Tensor& grad = p.grad();
     if (grad.defined()) grad.detach().zero_();

@@ -83,7 +83,10 @@ class Reducer final : public GradSync {
   ~Reducer() override;
 
   /// Zeroes every gradient of the reducer's parameters in place (bucket
-  /// views stay bound to param.grad).
+  /// views stay bound to param.grad). Where the LibTorch's zero_grad sets
+  /// gradients to undefined (2.x), a parameter no rank then uses before the
+  /// end of a synchronized backward gets an undefined .grad there, as in one
+  /// process, so the optimizer skips it.
   void zero_grad();
   /// True if `param` is one of the reducer's parameters.
   bool manages(const at::Tensor& param) const;
@@ -136,6 +139,7 @@ class Reducer final : public GradSync {
   at::Tensor post_scale_;  // 0-d double, split division only: applied after the sum; undefined = none
 
   std::vector<Bucket> buckets_;
+  std::vector<char> untouched_;  // no gradient since zero_grad(), per parameter
   bool rebuilt_ = false;
   Clock::time_point backward_end_{};
   std::vector<BucketTiming> last_timings_;

@@ -7,6 +7,8 @@
 
 #include <cmath>
 
+#include "runtime/torch_compat.hpp"
+
 namespace mpiaccel::detail {
 
 double local_grad_norm(const std::vector<at::Tensor>& params) {
@@ -32,6 +34,11 @@ void zero_local_grads(const std::vector<at::Tensor>& params) {
     const at::Tensor& g = p.grad();
     if (g.defined()) g.detach().zero_();
   }
+}
+
+void reset_local_grads(const std::vector<at::Tensor>& params) {
+  if (!kZeroGradSetsToNone) return zero_local_grads(params);
+  for (const at::Tensor& p : params) p.mutable_grad() = at::Tensor();
 }
 
 int64_t tensor_bytes(const std::vector<at::Tensor>& tensors) {

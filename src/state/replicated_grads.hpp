@@ -22,6 +22,9 @@ void scale_local_grads(const std::vector<at::Tensor>& params, double factor);
 /// Zeroes defined gradients in place (never resets them to undefined, so
 /// gradient bucket views stay bound).
 void zero_local_grads(const std::vector<at::Tensor>& params);
+/// What this LibTorch's Optimizer::zero_grad() does: undefined gradients in
+/// 2.x, zeroed in place in 1.13 (runtime/torch_compat.hpp).
+void reset_local_grads(const std::vector<at::Tensor>& params);
 int64_t tensor_bytes(const std::vector<at::Tensor>& tensors);
 int64_t grad_bytes(const std::vector<at::Tensor>& params);
 

@@ -14,15 +14,16 @@
 // bit-identical on an AVX2+FMA CPU by tests/unit/test_host_adamw.cpp. On a CPU
 // without FMA LibTorch does not fuse, and neither does the portable kernel here.
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <c10/util/string_utils.h>
 #include <torch/optim/adamw.h>
 
 #include <cmath>
 #include <memory>
 
 #include "mpiaccel/error.hpp"
+#include "runtime/torch_compat.hpp"
 #include "mpiaccel/zero.hpp"
 #include "state/dtype_name.hpp"
 
@@ -124,7 +125,7 @@ void host_adamw_step(torch::optim::AdamW& optimizer) {
       check_host_float(p, "parameter");
       check_host_float(grad, "gradient");
       MPIACCEL_CHECK(grad.numel() == p.numel(), "host AdamW: gradient and parameter sizes differ");
-      const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      const auto key = detail::optimizer_state_key(optimizer, p);
       auto found = optimizer.state().find(key);
       if (found == optimizer.state().end()) {
         // As AdamW::step creates it, so checkpoints and torch's own step see the same state.

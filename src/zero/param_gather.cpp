@@ -2,6 +2,7 @@
 
 #include "zero/param_gather.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
 
 #include "state/bucket_layout.hpp"

@@ -7,6 +7,7 @@
 //   optim/<fqn>/<slot>  the optimizer state of this rank's rows
 //   optim/<fqn>/step    (state/shard_optimizer_state.hpp).
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>

@@ -2,6 +2,7 @@
 
 #include "zero/zero_strategy.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 #include <torch/optim/adamw.h>

@@ -9,6 +9,7 @@
 #define BOOST_TEST_MODULE activation_checkpointing
 #include "support/mpi_test.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/nn/module.h>

@@ -22,12 +22,27 @@ for f in include/mpiaccel/mpiaccel.hpp include/mpiaccel/version.hpp include/mpia
 done
 [ -z "$(find "$P" -name 'libmpiaccel_*.a')" ] || fail "module archives were installed: $(find "$P" -name 'libmpiaccel_*.a')"
 [ -z "$(find "$P/include" -path '*/src/*')" ] || fail "internal headers were installed"
-leaks=$(grep -rlF -e "$SOURCE_DIR" -e "$BUILD_DIR" "$P" || true)
+# The one tree path it may name is where the LibTorch it was built with lies,
+# when that is in the tree (the torch wheel and its NCCL in .venv's
+# site-packages).
+torch_dir=$(sed -n 's/^Torch_DIR:[A-Z]*=//p' "$BUILD_DIR/CMakeCache.txt")
+torch_root=$(realpath -m "$torch_dir/../../../..")
+leaks=$(for f in $(grep -rlF -e "$SOURCE_DIR" -e "$BUILD_DIR" "$P"); do
+          TORCH_ROOT=$torch_root perl -pe 's/\Q$ENV{TORCH_ROOT}\E//g' "$f" |
+            grep -aqF -e "$SOURCE_DIR" -e "$BUILD_DIR" && echo "$f"
+        done || true)
 [ -z "$leaks" ] || fail "installed files name the source or build tree: $leaks"
 "$P/bin/mpiaccel" --version > version.txt 2>&1 || { cat version.txt; fail "installed mpiaccel --version"; }
 expect_contains version.txt "mpiaccel 0.2"
 mpi 2 "$P/bin/mpiaccel" env > env.txt 2>&1 || { cat env.txt; fail "installed mpiaccel env"; }
 expect_contains env.txt "mpiaccel 0.2"
+# Which LibTorch, and whether it has CUDA: the wheel's has, Debian's has not.
+grep -Eq "LibTorch +[0-9]+\.[0-9]+[^ ]*, with(out)? CUDA" env.txt || { cat env.txt; fail "env: LibTorch line"; }
+if grep -q "^Torch_DIR.*site-packages" "$BUILD_DIR/CMakeCache.txt"; then
+  expect_contains env.txt "with CUDA"
+else
+  expect_contains env.txt "without CUDA"
+fi
 
 # ---- pkg-config, and run_main's contract --------------------------------------
 export PKG_CONFIG_PATH="$P/lib/pkgconfig"

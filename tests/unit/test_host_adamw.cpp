@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "runtime/torch_compat.hpp"
 #include "mpiaccel/zero.hpp"
 
 namespace {
@@ -61,9 +62,9 @@ Result run(AdamWOptions first, AdamWOptions second, int steps, int threads) {
   Result r;
   for (size_t i = 0; i < shapes.size(); ++i) {
     compare(ours[i].detach(), ref[i].detach(), r);
-    auto key = [](const at::Tensor& t) { return c10::guts::to_string(t.unsafeGetTensorImpl()); };
-    auto& a = static_cast<AdamWParamState&>(*mine.state().at(key(ours[i])));
-    auto& b = static_cast<AdamWParamState&>(*torch_opt.state().at(key(ref[i])));
+    using mpiaccel::detail::optimizer_state_key;
+    auto& a = static_cast<AdamWParamState&>(*mine.state().at(optimizer_state_key(mine, ours[i])));
+    auto& b = static_cast<AdamWParamState&>(*torch_opt.state().at(optimizer_state_key(torch_opt, ref[i])));
     BOOST_TEST(a.step() == b.step());
     compare(a.exp_avg(), b.exp_avg(), r);
     compare(a.exp_avg_sq(), b.exp_avg_sq(), r);
@@ -72,7 +73,7 @@ Result run(AdamWOptions first, AdamWOptions second, int steps, int threads) {
   return r;
 }
 
-bool have_avx2_fma() {
+[[maybe_unused]] bool have_avx2_fma() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
@@ -81,8 +82,12 @@ void expect_same(const Result& r, const char* what) {
   BOOST_TEST_MESSAGE(what << ": max rel diff " << r.max_rel << ", " << r.differing
                           << " elements differ in their bits");
   BOOST_TEST(r.max_rel <= 1e-6);
-  // LibTorch fuses exactly where the kernel does on AVX2+FMA CPUs.
+  // LibTorch 1.13 fuses exactly where the kernel does on AVX2+FMA CPUs: every
+  // bit agrees. 2.x's CPU kernels round a few elements differently (33–129
+  // of 71k here, 1e-9 relative), so there only the tolerance holds.
+#if !MPIACCEL_TORCH_AT_LEAST(2, 0)
   if (have_avx2_fma()) BOOST_TEST(r.differing == 0);
+#endif
 }
 
 }  // namespace

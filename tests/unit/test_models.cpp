@@ -1,5 +1,6 @@
 // ctest: links mpiaccel; timeout 300
 #define BOOST_TEST_MODULE models
+#include <ATen/core/grad_mode.h>
 #include <boost/test/unit_test.hpp>
 
 #include <ATen/ATen.h>

@@ -72,7 +72,8 @@ int run_env(const std::vector<std::string>& args, int* argc, char*** argv) {
   std::ostringstream out;
   out << "mpiaccel " << version() << "\n\n"
       << "versions\n"
-      << "  LibTorch        " << TORCH_VERSION << "  (" << MPIACCEL_TORCH_DIR << ")\n"
+      << "  LibTorch        " << TORCH_VERSION << ", " << (MPIACCEL_TORCH_CUDA ? "with" : "without")
+      << " CUDA  (" << MPIACCEL_TORCH_DIR << ")\n"
       << "  MPI             " << rt.mpi_library_version() << "\n"
       << "  HDF5            " << hdf5_version() << "\n"
       << "  NCCL            " << (nccl_available() ? nccl_version() : std::string("not built")) << "\n"

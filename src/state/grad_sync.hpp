@@ -110,7 +110,6 @@ class GradSync {
   /// A hook fired and backward has not ended yet. mutex_ held.
   bool in_backward() const { return in_backward_; }
 
-  const std::string& name_of(size_t param) const { return names_[param]; }
   /// (bucket, slot inside the bucket) of parameter `param`.
   std::pair<size_t, size_t> place_of(size_t param) const { return place_[param]; }
   const std::vector<size_t>& bucket_params(size_t bucket) const { return buckets_[bucket]; }

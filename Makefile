@@ -62,7 +62,7 @@ deps-apt:
 	else echo "make deps: all $(words $(DEB_PACKAGES)) packages present"; fi
 
 # The pinned torch wheel (LibTorch 2.x) in a project-local virtual
-# environment, made with Debian's python3 (about 3 GB with the CUDA runtime
+# environment, made with Debian's python3 (about 4.6 GB with the CUDA runtime
 # libraries it pulls; 6 minutes here). Redone when the pin changes.
 deps-torch: $(VENV)/.torch-installed
 

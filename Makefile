@@ -45,11 +45,19 @@ DEB_PACKAGES := build-essential cmake pkg-config ccache \
 # reuses the objects an earlier build compiled.
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all build deps deps-apt deps-torch configure install test test-quick test-all bench run clean
+.PHONY: all build deps deps-apt deps-torch gpu-debs configure install test test-quick test-all bench run clean
 
 all: build
 
-deps: deps-apt deps-torch
+deps: deps-apt deps-torch gpu-debs
+
+# The Debian packages bench/gpu/run.sh unpacks on the GPU machine, which has
+# no registry (bench/gpu/fetch_debs.sh; about 24 MB, in bench/gpu/debs).
+gpu-debs: bench/gpu/debs/.fetched
+
+bench/gpu/debs/.fetched: bench/gpu/fetch_debs.sh | deps-apt
+	bash bench/gpu/fetch_debs.sh
+	touch $@
 
 deps-apt:
 	@missing=$$(for p in $(DEB_PACKAGES); do \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make bench`: runs every benchmark, bench/*/run.sh, each given the build
-# directory, and prints their tables. A benchmark that fails does not stop the
+# `make bench`: runs every benchmark, bench/*/run.sh but bench/gpu (which runs
+# on a GPU machine), each given the build directory, and prints their
+# tables. A benchmark that fails does not stop the
 # others; the exit status is 1 if any failed.
 #
 #   bench/run_all.sh BUILD_DIR
@@ -15,6 +16,8 @@ ran=0
 for script in "$here"/*/run.sh; do
   [ -e "$script" ] || continue
   name=$(basename "$(dirname "$script")")
+  # bench/gpu/run.sh is the GPU machine's one call (docs/benchmarks.md).
+  [ "$name" = gpu ] && continue
   echo "=== bench/$name ==="
   start=$SECONDS
   if bash "$script" "$build"; then

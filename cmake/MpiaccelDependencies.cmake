@@ -67,9 +67,16 @@ endif()
 
 find_package(Boost REQUIRED COMPONENTS unit_test_framework)
 
-# CUDA + NCCL: AUTO builds the NCCL communicator when both are found.
+# CUDA + NCCL: AUTO builds the NCCL communicator when both are found and the
+# LibTorch has CUDA (the communicator orders its stream with c10::cuda's
+# streams and caching allocator; a CPU LibTorch has no CUDA tensors to move).
 set(MPIACCEL_HAVE_NCCL OFF)
-if(NOT MPIACCEL_WITH_NCCL STREQUAL "OFF")
+if(MPIACCEL_WITH_NCCL STREQUAL "ON" AND NOT MPIACCEL_TORCH_CUDA)
+  message(FATAL_ERROR "MPIACCEL_WITH_NCCL=ON needs a LibTorch built with CUDA, but "
+    "${Torch_DIR} has none; point CMAKE_PREFIX_PATH at a CUDA LibTorch (make build uses the "
+    "torch wheel), or configure with -DMPIACCEL_WITH_NCCL=OFF.")
+endif()
+if(NOT MPIACCEL_WITH_NCCL STREQUAL "OFF" AND MPIACCEL_TORCH_CUDA)
   if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
     set(CUDAToolkit_ROOT /usr/local/cuda)
   endif()

@@ -79,7 +79,7 @@ class Accelerator {
                std::shared_ptr<torch::optim::Optimizer> optimizer);
 
   /// A loader of `dataset` whose sampler gives this rank its disjoint share:
-  /// `batch_size` samples per rank per micro-step.
+  /// `batch_size` samples per rank per micro-step, delivered on device().
   DistributedLoader make_loader(std::shared_ptr<const Dataset> dataset, int64_t batch_size,
                                 bool shuffle = true) const;
 

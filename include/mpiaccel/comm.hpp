@@ -32,13 +32,18 @@ class Work {
   virtual ~Work() = default;
   /// True once the op has completed (non-blocking, never calls MPI).
   virtual bool test() = 0;
-  /// Blocks until the op completes. Rethrows the op's error, if any. If the
+  /// Makes the op's result ready for what the caller does next. MPI: blocks
+  /// until the op completes. NCCL: the caller's current CUDA stream waits for
+  /// the op (the host goes on queueing work, as with PyTorch's
+  /// ProcessGroupNCCL; reading a result on the host synchronises), except for
+  /// barrier(), which blocks. Rethrows the op's error, if any. If the
   /// communicator's deadline passes first, the job is aborted (see fatal()).
   virtual void wait() = 0;
   /// The op's name ("all_reduce", ...), for logs and traces.
   virtual const std::string& name() const = 0;
   /// Steady-clock times at which the op started executing / completed
-  /// (time_since_epoch zero while not yet reached).
+  /// (time_since_epoch zero until test() has seen it complete; for NCCL the
+  /// device's times, from timing events on its stream).
   virtual std::chrono::steady_clock::time_point started_at() const = 0;
   virtual std::chrono::steady_clock::time_point finished_at() const = 0;
 };
@@ -134,6 +139,16 @@ std::shared_ptr<Communicator> make_mpi_world(const Runtime& runtime,
                                              std::chrono::milliseconds timeout);
 std::shared_ptr<Communicator> make_mpi_node(const Runtime& runtime,
                                             std::chrono::milliseconds timeout);
+
+/// The communicator over all ranks that a run's tensors travel on, from
+/// `backend` ([distributed] backend: auto | mpi | nccl) and each rank's
+/// device: MPI on CPU ranks; NCCL on GPU ranks when asked for, or under auto
+/// when the build has it and every rank has a GPU of its own; otherwise MPI
+/// with device<->host staging (several ranks on one GPU). A choice some rank
+/// cannot run (nccl without a GPU or NCCL, or with ranks sharing a GPU) fails
+/// on every rank with that rank's reason. Collective over the world.
+std::shared_ptr<Communicator> make_world(const Runtime& runtime, const std::string& backend,
+                                         std::chrono::milliseconds timeout);
 
 /// True when this build has the NCCL communicator.
 bool nccl_available();

@@ -115,10 +115,14 @@ inline bool operator==(const LoaderState& a, const LoaderState& b) {
 /// without it the last batch is shorter, by the same amount on every rank.
 class DistributedLoader {
  public:
+  /// `device`: where next() delivers batches ("cpu", "cuda:N"; the
+  /// Accelerator's make_loader passes its own).
   DistributedLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
-                    int64_t batch_size);
+                    int64_t batch_size, std::string device = "cpu");
 
-  /// The next batch (on the CPU). Starts the next epoch when this one is done.
+  /// The next batch, on the loader's device (a GPU's through pinned memory,
+  /// asynchronously on the current stream). Starts the next epoch when this
+  /// one is done.
   Batch next();
   /// The dataset indices next() would fetch, without fetching them.
   std::vector<int64_t> next_indices();
@@ -143,6 +147,7 @@ class DistributedLoader {
   std::shared_ptr<const Dataset> dataset_;
   DistributedSampler sampler_;
   int64_t batch_size_;
+  std::string device_;
   int64_t cursor_ = 0;  // this rank's samples consumed since sampler_.start()
 };
 

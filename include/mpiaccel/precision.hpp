@@ -184,6 +184,7 @@ class GradScaler {
   int64_t skipped_steps_ = 0;
   bool unscaled_ = false;
   bool local_found_inf_ = false;
+  at::Tensor device_found_inf_;  ///< GPU gradients' flag, still on the device
   bool agreed_ = false;
   bool agreed_found_inf_ = false;
 };

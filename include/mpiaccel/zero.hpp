@@ -12,6 +12,7 @@
 //            so a rank only keeps its rows of every gradient; then as stage 1.
 // Stage 3 is FSDP's full shard and stage 0 is DDP: make_strategy routes them.
 
+#include <functional>
 #include <memory>
 
 #include "mpiaccel/config.hpp"
@@ -44,5 +45,16 @@ std::unique_ptr<Strategy> make_zero_strategy(const ZeroConfig& config,
 /// float32 CPU tensors (ZeRO-Offload's master copies are). Bit-identical to
 /// torch::optim::AdamW on CPUs with AVX2+FMA.
 void host_adamw_step(torch::optim::AdamW& optimizer);
+
+/// Called around each parameter's update by host_adamw_step: `before(p)` when
+/// p is next (e.g. wait until its gradient has arrived from the device),
+/// `after(p)` once p is updated (e.g. start its copy back), so the copies of
+/// the others overlap the host arithmetic. Either may be empty.
+struct HostStepHooks {
+  std::function<void(const at::Tensor&)> before;
+  std::function<void(const at::Tensor&)> after;
+};
+/// host_adamw_step with `hooks` around each parameter that has a gradient.
+void host_adamw_step(torch::optim::AdamW& optimizer, const HostStepHooks& hooks);
 
 }  // namespace mpiaccel

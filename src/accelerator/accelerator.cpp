@@ -23,15 +23,10 @@ std::chrono::milliseconds timeout_of(const Config& config) {
 Accelerator::Accelerator(Runtime& runtime, Config config)
     : runtime_(runtime), config_(std::move(config)) {
   set_log_level(parse_log_level(config_.logging.level));
-  comm_ = make_mpi_world(runtime_, timeout_of(config_));
   runtime_.set_device_options({config_.distributed.allow_gpu_sharing, config_.distributed.device});
-  std::string device_problem;
-  try {
-    runtime_.device();
-  } catch (const Error& e) {
-    device_problem = e.message();
-  }
-  all_ok(*comm_, device_problem.empty(), device_problem);
+  // NCCL, MPI, or MPI with device<->host staging; a device or backend some
+  // rank cannot have fails on every rank.
+  comm_ = make_world(runtime_, config_.distributed.backend, timeout_of(config_));
   strategy_ = make_strategy(config_, comm_);
   precision_ = PrecisionPolicy::from_config(config_.distributed);
   MPIACCEL_CHECK(!(precision_.needs_grad_scaler() &&
@@ -41,8 +36,9 @@ Accelerator::Accelerator(Runtime& runtime, Config config)
                  "attached inside the step, after loss unscaling): use bf16, or ZeRO stage 3 / fsdp");
   GradScalerOptions scaler_options;
   scaler_options.enabled = precision_.needs_grad_scaler();
-  scaler_ = std::make_unique<GradScaler>(scaler_options, comm_,
-                                         comm_->backend() == "nccl" ? device() : "cpu");
+  // The found-inf flag lives where the gradients are (the staged MPI
+  // communicator carries device tensors too).
+  scaler_ = std::make_unique<GradScaler>(scaler_options, comm_, device());
   // The checkpointer duplicates comm_'s MPI communicator for its files: made
   // now, while no operation of comm_ can be in flight.
   if (!config_.checkpoint.dir.empty()) checkpointer();
@@ -85,7 +81,7 @@ DistributedLoader Accelerator::make_loader(std::shared_ptr<const Dataset> datase
   DistributedSampler sampler(dataset->size(), comm_->rank(), comm_->size(),
                              static_cast<uint64_t>(config_.distributed.seed), shuffle,
                              config_.train.drop_last);
-  return DistributedLoader(std::move(dataset), std::move(sampler), batch_size);
+  return DistributedLoader(std::move(dataset), std::move(sampler), batch_size, device());
 }
 
 Accelerator::AccumulateGuard Accelerator::accumulate() {

@@ -329,10 +329,10 @@ std::shared_ptr<ShmRegion> MpiCommunicator::region_of(const at::Tensor& tensor) 
 
 MPI_Comm mpi_comm_of(const Communicator& comm) {
   if (const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm)) return mpi->handle();
-  const MPI_Comm host = nccl_host_mpi_comm(comm);
-  MPIACCEL_CHECK(host != MPI_COMM_NULL, "the " + comm.backend() + " communicator has no MPI "
-                                        "communicator under it; pass an MPI or NCCL one");
-  return host;
+  const auto* backed = dynamic_cast<const HostBacked*>(&comm);
+  MPIACCEL_CHECK(backed, "the " + comm.backend() + " communicator has no MPI communicator "
+                         "under it; pass an MPI or NCCL one");
+  return mpi_comm_of(backed->host());
 }
 
 }  // namespace mpiaccel::detail

@@ -33,7 +33,8 @@ std::vector<KeySpec> build_schema() {
       .choice(MPIACCEL_KEY(D, strategy), {"no", "ddp", "fsdp", "zero"},
               "how parameters, gradients and optimizer state are distributed")
       .choice(MPIACCEL_KEY(D, backend), {"auto", "mpi", "nccl"},
-              "communicator; auto = nccl for CUDA tensors when built, else mpi")
+              "communicator; auto = nccl when every rank has a GPU of its own and NCCL is built, "
+              "else mpi (staged through the host on GPUs)")
       .choice(MPIACCEL_KEY(D, mixed_precision), {"no", "bf16", "fp16"},
               "compute dtype of forward/backward; fp16 adds dynamic loss scaling")
       .choice(MPIACCEL_KEY(D, param_dtype), dtypes,

@@ -1,5 +1,7 @@
 // DistributedLoader: the sampler's indices, a batch at a time, across epochs.
 
+#include <ATen/ATen.h>
+
 #include <string>
 #include <utility>
 
@@ -8,9 +10,24 @@
 
 namespace mpiaccel {
 
+namespace {
+
+// A host tensor on `device`: through pinned memory, so the copy is queued on
+// the current stream and the host goes on.
+at::Tensor on_device(const at::Tensor& t, const at::Device& device) {
+  if (!t.defined() || t.device() == device) return t;
+  return t.pin_memory().to(device, /*non_blocking=*/true);
+}
+
+}  // namespace
+
 DistributedLoader::DistributedLoader(std::shared_ptr<const Dataset> dataset,
-                                     DistributedSampler sampler, int64_t batch_size)
-    : dataset_(std::move(dataset)), sampler_(std::move(sampler)), batch_size_(batch_size) {
+                                     DistributedSampler sampler, int64_t batch_size,
+                                     std::string device)
+    : dataset_(std::move(dataset)),
+      sampler_(std::move(sampler)),
+      batch_size_(batch_size),
+      device_(std::move(device)) {
   MPIACCEL_CHECK(dataset_ != nullptr, "DistributedLoader: no dataset");
   MPIACCEL_CHECK(batch_size_ >= 1, "DistributedLoader: batch_size must be at least 1, not " +
                                        std::to_string(batch_size_));
@@ -54,7 +71,10 @@ std::vector<int64_t> DistributedLoader::next_indices() {
 Batch DistributedLoader::next() {
   std::vector<int64_t> indices = next_indices();
   cursor_ += static_cast<int64_t>(indices.size());
-  return dataset_->get(indices);
+  Batch batch = dataset_->get(indices);
+  if (device_ == "cpu") return batch;
+  const at::Device device(device_);
+  return {on_device(batch.input, device), on_device(batch.target, device)};
 }
 
 LoaderState DistributedLoader::state() const {

@@ -49,7 +49,9 @@ FsdpEngine::FsdpEngine(std::vector<FsdpUnit> units, std::vector<FsdpParam> param
       params_(std::move(params)),
       comms_(std::move(comms)),
       options_(options),
-      alive_(std::make_shared<FsdpEngine*>(this)) {
+      alive_(std::make_shared<FsdpEngine*>(this)),
+      grad_copies_(comms_.world->timeout()) {
+  grad_landing_.resize(params_.size());
   MPIACCEL_CHECK(!units_.empty() && units_.size() <= kMaxUnits,
                  "FSDP: " + std::to_string(units_.size()) + " units; at most " +
                      std::to_string(kMaxUnits) + " are supported");
@@ -93,7 +95,9 @@ void FsdpEngine::launch_gather(FsdpUnit& u, bool exact) {
   at::Tensor buffer = at::empty({parts * stride}, u.full_options.dtype(dtype));
   // The own block inside the output: the communicator gathers in place.
   at::Tensor own = buffer.narrow(0, comms_.gather->rank() * stride, stride);
-  own.narrow(0, 0, block).copy_(u.local);
+  // cpu_offload on a GPU: from pinned memory, queued on the compute stream
+  // without stalling the host.
+  own.narrow(0, 0, block).copy_(u.local, /*non_blocking=*/u.local.is_pinned());
   const int64_t tag = static_cast<int64_t>(u.index) + 1;
   own.narrow(0, block, 1).fill_(static_cast<double>(tag % kTagBase));
   own.narrow(0, block + 1, 1).fill_(static_cast<double>(tag / kTagBase));
@@ -107,17 +111,26 @@ at::Tensor FsdpEngine::finish_gather_buffer(FsdpUnit& u) {
   u.gather_work.reset();
   u.gather_buffer = at::Tensor();
   work->wait();
-  const int parts = u.layout.parts();
   const int64_t block = u.layout.block();
-  const at::Tensor tags = buffer.view({parts, block + kTag})
-                              .narrow(1, block, kTag)
-                              .to(at::kCPU, at::kDouble)
-                              .contiguous();
+  const at::Tensor tags = buffer.view({u.layout.parts(), block + kTag}).narrow(1, block, kTag);
+  if (!has_streams(buffer.device())) {
+    check_tags(u, tags.to(at::kDouble).contiguous());
+    return buffer;
+  }
+  check_landed_tags(/*wait=*/false);
+  at::Tensor host = staging_empty({u.layout.parts(), kTag}, at::kDouble, buffer.device());
+  host.copy_(tags.to(at::kDouble), /*non_blocking=*/true);
+  pending_tags_.push_back({u.index, host, StreamEvent::record_current(buffer.device())});
+  return buffer;
+}
+
+void FsdpEngine::check_tags(const FsdpUnit& u, const at::Tensor& tags) const {
+  const int parts = u.layout.parts();
   const double* t = tags.data_ptr<double>();
   const double expected = static_cast<double>(u.index + 1);
   bool same = true;
   for (int r = 0; r < parts; ++r) same = same && t[2 * r] + kTagBase * t[2 * r + 1] == expected;
-  if (same) return buffer;
+  if (same) return;
   // Every rank of the group holds every tag: all of them throw this message.
   std::string who;
   for (int r = 0; r < parts; ++r) {
@@ -132,6 +145,17 @@ at::Tensor FsdpEngine::finish_gather_buffer(FsdpUnit& u) {
                  "Every rank must run the same units in the same order (a unit skipped or added "
                  "on some ranks only cannot be sharded); make every rank run every unit, or "
                  "use DDP with find_unused_parameters");
+}
+
+void FsdpEngine::check_landed_tags(bool wait) {
+  size_t checked = 0;
+  for (; checked < pending_tags_.size(); ++checked) {
+    PendingTags& pending = pending_tags_[checked];
+    if (wait) pending.landed.wait_host(comms_.gather->timeout(), "FSDP's unit-tag copy");
+    else if (!pending.landed.reached()) break;
+    check_tags(units_[pending.unit], pending.host);
+  }
+  pending_tags_.erase(pending_tags_.begin(), pending_tags_.begin() + static_cast<long>(checked));
 }
 
 void FsdpEngine::finish_gather(FsdpUnit& u) {
@@ -174,6 +198,7 @@ std::vector<at::Tensor> FsdpEngine::gather_copy(size_t index) {
   if (u.gather_work && options_.gather_dtype) finish_gather_buffer(u);
   if (!u.gather_work) launch_gather(u, true);
   const at::Tensor buffer = finish_gather_buffer(u);
+  check_landed_tags(/*wait=*/true);
   const int64_t stride = u.layout.block() + kTag;
   std::vector<at::Tensor> out;
   for (size_t s = 0; s < u.params.size(); ++s) {
@@ -276,6 +301,7 @@ void FsdpEngine::backward_ending() {
   // No unit stays gathered past backward; reductions of units whose
   // gradients did not all arrive launch next, with what there is.
   drain_gathers();
+  check_landed_tags(/*wait=*/true);
   for (FsdpUnit& u : units_)
     if (u.gathered) reshard(u);
 }
@@ -298,19 +324,31 @@ void FsdpEngine::finish_buckets() {
 
 void FsdpEngine::apply(const std::vector<int32_t>& global_used) {
   at::AutoDispatchBelowADInplaceOrView plain_views;  // plain aliases: zero_grad() may detach_ them
+  std::vector<size_t> accumulate;  // offloaded gradients added to an existing .grad
   for (FsdpUnit& u : units_) {
     for (size_t s = 0; s < u.params.size(); ++s) {
       const size_t p = u.params[s];
       if (!global_used[p] || !u.reduce_out.defined()) continue;
       at::Tensor rows = u.layout.shard_view(u.reduce_out, s);
       at::Tensor& grad = params_[p].shard.mutable_grad();
-      // cpu_offload: the shard (and its gradient) lives on the host.
-      if (rows.device() != params_[p].shard.device()) rows = rows.to(params_[p].shard.device());
+      if (rows.device() != params_[p].shard.device()) {
+        // cpu_offload on a GPU: down into a pinned buffer on the copy stream.
+        at::Tensor& landing = grad_landing_[p];
+        if (!landing.defined() || (grad.defined() && grad.is_alias_of(landing)))
+          landing = staging_empty(rows.sizes(), rows.scalar_type(), rows.device());
+        grad_copies_.to_host(landing, rows);
+        if (grad.defined()) accumulate.push_back(p);
+        else grad = landing;
+        continue;
+      }
       if (grad.defined()) grad.add_(rows);
       else grad = rows;
     }
     u.reduce_out = at::Tensor();
   }
+  // The optimizer and the norm read them next.
+  grad_copies_.wait_all_landed();
+  for (size_t p : accumulate) params_[p].shard.mutable_grad().add_(grad_landing_[p]);
 }
 
 void FsdpEngine::backward_ended(bool /*synchronized*/) {
@@ -328,6 +366,7 @@ void FsdpEngine::before_step() {
   std::lock_guard<std::mutex> lock(mutex_);
   MPIACCEL_CHECK(!in_backward(), "FSDP: optimizer step during a backward pass");
   drain_gathers();
+  check_landed_tags(/*wait=*/true);
   for (FsdpUnit& u : units_)
     if (u.gathered) reshard(u);
 }

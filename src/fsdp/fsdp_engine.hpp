@@ -34,6 +34,8 @@
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/unit.hpp"
 #include "state/grad_sync.hpp"
+#include "state/offload_copies.hpp"
+#include "runtime/device_streams.hpp"
 
 namespace mpiaccel::detail {
 
@@ -91,6 +93,12 @@ class FsdpEngine final : public UnitInterceptor, public GradSync {
   /// `exact`: gather in the parameters' own dtype even under mixed precision.
   void launch_gather(FsdpUnit& unit, bool exact = false);
   at::Tensor finish_gather_buffer(FsdpUnit& unit);
+  /// Throws on every rank of the group if the gathered unit tags (`tags`:
+  /// parts x 2 digits, on the host) name another unit than `unit`.
+  void check_tags(const FsdpUnit& unit, const at::Tensor& tags) const;
+  /// Device buffers: the tags come down asynchronously and are checked once
+  /// landed (below), so a gather never stalls the host.
+  void check_landed_tags(bool wait);
   void finish_gather(FsdpUnit& unit);
   void gather_now(FsdpUnit& unit);
   void prefetch(size_t index);
@@ -125,6 +133,17 @@ class FsdpEngine final : public UnitInterceptor, public GradSync {
   /// 16-bit reduce-scatter: 1/pre before the sum, 1/post after (undefined: none).
   at::Tensor pre_scale_;
   at::Tensor post_scale_;
+  /// Tags of device gathers still on their way to the host.
+  struct PendingTags {
+    size_t unit;
+    at::Tensor host;
+    StreamEvent landed;
+  };
+  std::vector<PendingTags> pending_tags_;
+  /// cpu_offload on a GPU: the shards' gradients come down on a side stream
+  /// into pinned buffers (one per parameter).
+  OffloadCopies grad_copies_;
+  std::vector<at::Tensor> grad_landing_;
 };
 
 }  // namespace mpiaccel::detail

@@ -12,6 +12,7 @@
 
 #include "fsdp/param_storage.hpp"
 #include "mpiaccel/error.hpp"
+#include "runtime/device_streams.hpp"
 
 namespace mpiaccel::detail {
 namespace {
@@ -98,8 +99,11 @@ BuiltUnits build_units(torch::nn::Module& model, const std::vector<PlannedUnit>&
     u.full_options = u.params.empty()
                          ? at::TensorOptions(at::kFloat)
                          : built.params[u.params.front()].full.options().requires_grad(false);
-    u.local = at::zeros({u.layout.block()},
-                        offload ? u.full_options.device(at::kCPU) : u.full_options);
+    // With cpu_offload the shards live on the host, pinned when the full
+    // parameters are on a GPU: each gather copies them up asynchronously.
+    u.local = offload ? staging_empty({u.layout.block()}, u.full_options.dtype().toScalarType(),
+                                      u.full_options.device()).zero_()
+                      : at::zeros({u.layout.block()}, u.full_options);
     for (size_t s = 0; s < u.params.size(); ++s) {
       FsdpParam& param = built.params[u.params[s]];
       const FlatSlot& slot = u.layout.slots()[s];

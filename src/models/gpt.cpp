@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "models/attention.hpp"
 #include "models/deferred.hpp"
 #include "models/families.hpp"
 #include "mpiaccel/error.hpp"
@@ -65,13 +66,8 @@ class CausalSelfAttention : public torch::nn::Module {
     at::Tensor q = heads(qkv[0]);
     at::Tensor k = heads(qkv[1]);
     at::Tensor v = heads(qkv[2]);
-    at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim)));
-    // Built per call rather than kept as a buffer: a buffer would be broadcast
-    // by DDP and written into every checkpoint for nothing.
-    at::Tensor future = at::ones({time, time}, x.options().dtype(at::kBool)).triu(1);
-    att = at::softmax(att.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
-    att = attn_dropout_->forward(att);
-    at::Tensor y = at::matmul(att, v).transpose(1, 2).contiguous().view({batch, time, width});
+    const double dropout = is_training() ? attn_dropout_->options.p() : 0.0;
+    at::Tensor y = causal_attention(q, k, v, dropout).transpose(1, 2).contiguous().view({batch, time, width});
     return resid_dropout_->forward(proj_->forward(y));
   }
 

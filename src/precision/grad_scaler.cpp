@@ -68,13 +68,13 @@ void GradScaler::unscale_(const std::vector<at::Tensor>& grads) {
     }
   }
   if (!on_gpu.empty()) {
-    // One fused kernel over all of them (one rank drives one GPU), and one
-    // host sync for the flag.
+    // One fused kernel over all of them (one rank drives one GPU); the flag
+    // stays on the device until agree_finite() reduces it there, so the
+    // step costs one host sync, after the all-reduce.
     const at::TensorOptions options = on_gpu.front().options().dtype(at::kFloat);
-    at::Tensor found = at::zeros({1}, options);
+    device_found_inf_ = at::zeros({1}, options);
     at::Tensor inv = at::full({1}, inverse, options);
-    at::_amp_foreach_non_finite_check_and_unscale_(on_gpu, found, inv);
-    local_found_inf_ = local_found_inf_ || found.item<float>() > 0;
+    at::_amp_foreach_non_finite_check_and_unscale_(on_gpu, device_found_inf_, inv);
   }
 }
 
@@ -86,12 +86,14 @@ bool GradScaler::agree_finite() {
   bool found = local_found_inf_;
   // Disabled (fp32/bf16 runs): nothing was checked, so nothing to agree on;
   // no collective per step.
-  if (options_.enabled && comm_ && comm_->size() > 1) {
+  if (options_.enabled) {
+    at::Tensor flag = at::full({1}, found ? 1.0 : 0.0, at::TensorOptions(at::kFloat).device(flag_device_));
+    if (device_found_inf_.defined()) flag = at::maximum(flag, device_found_inf_.to(flag.device()));
     // One all_reduce of a one-element flag: ZeRO/FSDP ranks check different
     // shards, and a rank that stepped alone would leave the replicas apart.
-    at::Tensor flag = at::full({1}, found ? 1.0 : 0.0, at::TensorOptions(at::kFloat).device(flag_device_));
-    comm_->all_reduce(flag, ReduceOp::Max);
+    if (comm_ && comm_->size() > 1) comm_->all_reduce(flag, ReduceOp::Max);
     found = flag.item<float>() > 0;
+    device_found_inf_ = at::Tensor();
   }
   agreed_ = true;
   agreed_found_inf_ = found;
@@ -123,6 +125,7 @@ void GradScaler::update() {
   }
   unscaled_ = false;
   local_found_inf_ = false;
+  device_found_inf_ = at::Tensor();
   agreed_ = false;
   agreed_found_inf_ = false;
 }

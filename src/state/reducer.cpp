@@ -190,8 +190,7 @@ void Reducer::stage(size_t i) {
 
 void Reducer::launch(size_t b) {
   Bucket& bucket = buckets_[b];
-  bucket.timing = BucketTiming{};
-  bucket.timing.launched = Clock::now();
+  bucket.launched = Clock::now();
   if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);
   bucket.work = comm_->all_reduce_async(bucket.wire.defined() ? bucket.wire : bucket.flat, bucket_op_);
 }
@@ -199,20 +198,19 @@ void Reducer::launch(size_t b) {
 void Reducer::backward_ending() { backward_end_ = Clock::now(); }
 
 void Reducer::finish_buckets() {
-  last_timings_.clear();
+  last_works_.clear();
   auto& tracer = Tracer::instance();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bucket = buckets_[b];
-    bucket.work->wait();
-    bucket.timing.started = bucket.work->started_at();
-    bucket.timing.finished = bucket.work->finished_at();
-    bucket.work.reset();
+    bucket.work->wait();  // on a GPU: the compute stream waits, the host goes on
     if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
     if (post_scale_.defined()) bucket.flat.mul_(post_scale_);
-    last_timings_.push_back(bucket.timing);
-    if (tracer.enabled())
+    // A device all-reduce may still be running: traced only once known done.
+    if (tracer.enabled() && bucket.work->test())
       tracer.record("all_reduce bucket " + std::to_string(b), TraceLane::Communication,
-                    bucket.timing.started, bucket.timing.finished);
+                    bucket.work->started_at(), bucket.work->finished_at());
+    last_works_.emplace_back(bucket.launched, std::move(bucket.work));
+    bucket.work.reset();
   }
 }
 
@@ -309,7 +307,17 @@ bool Reducer::buckets_rebuilt() const { return rebuilt_; }
 
 std::vector<Reducer::BucketTiming> Reducer::last_bucket_timings() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return last_timings_;
+  std::vector<BucketTiming> timings;
+  for (const auto& [launched, work] : last_works_) {
+    BucketTiming timing;
+    timing.launched = launched;
+    if (work->test()) {
+      timing.started = work->started_at();
+      timing.finished = work->finished_at();
+    }
+    timings.push_back(timing);
+  }
+  return timings;
 }
 
 Reducer::Clock::time_point Reducer::last_backward_end() const {

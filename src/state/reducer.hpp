@@ -44,6 +44,7 @@
 #include <optional>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "mpiaccel/comm.hpp"
@@ -100,7 +101,10 @@ class Reducer final : public GradSync {
   /// Bytes of the reduce_dtype copies of the buckets (0 without a cast).
   int64_t wire_bytes() const;
   bool buckets_rebuilt() const;
-  /// Timings of the buckets of the last synchronized backward.
+  /// Timings of the buckets of the last synchronized backward. On a GPU the
+  /// all-reduces may still run after backward returns: a bucket's started
+  /// and finished times are set once it is done (synchronise the device
+  /// before asking).
   std::vector<BucketTiming> last_bucket_timings() const;
   /// When the last backward's engine callback started (= backward ended).
   Clock::time_point last_backward_end() const;
@@ -113,7 +117,7 @@ class Reducer final : public GradSync {
     at::Tensor wire;  // flat's copy in reduce_dtype for the all-reduce; undefined without a cast
     std::vector<at::Tensor> views;  // one per parameter, in bucket_params order
     WorkHandle work;
-    BucketTiming timing;
+    Clock::time_point launched;
   };
 
   // The policy (state/grad_sync.hpp).
@@ -142,7 +146,8 @@ class Reducer final : public GradSync {
   std::vector<char> untouched_;  // no gradient since zero_grad(), per parameter
   bool rebuilt_ = false;
   Clock::time_point backward_end_{};
-  std::vector<BucketTiming> last_timings_;
+  /// The last synchronized backward's all-reduces and their launch times.
+  std::vector<std::pair<Clock::time_point, WorkHandle>> last_works_;
 };
 
 }  // namespace mpiaccel::detail

@@ -5,6 +5,7 @@
 #include <torch/optim/sgd.h>
 
 #include "mpiaccel/error.hpp"
+#include "trainer/fused_adamw.hpp"
 
 namespace mpiaccel::detail {
 
@@ -22,7 +23,8 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(options));
     groups.emplace_back(not_decayed, std::make_unique<torch::optim::AdamWOptions>(plain));
-    return std::make_shared<torch::optim::AdamW>(std::move(groups), options);
+    // Fused on CUDA parameters where LibTorch has the kernel (fused_adamw.hpp).
+    return std::make_shared<FusedAdamW>(std::move(groups), options);
   }
   if (config.name == "sgd") {
     auto options =

@@ -150,7 +150,9 @@ struct Trainer::Loop {
   // Forward, backward and the optimizer step of global step `n` (1-based);
   // returns this rank's loss, the mean over the micro-batches.
   double train_step(int64_t n, double& grad_norm) {
-    double step_loss = 0;
+    // Summed where the loss lives and read once the step is queued: on a GPU
+    // a read per micro-step would stall the host before every optimizer step.
+    at::Tensor step_loss;
     for (int64_t micro = 0; micro < tc.grad_accum_steps; ++micro) {
       auto guard = acc.accumulate();
       const Batch batch = loader.next();
@@ -166,14 +168,14 @@ struct Trainer::Loop {
         detail::TraceScope span("backward");
         acc.backward(loss);
       }
-      step_loss += loss.item<double>();
+      step_loss = step_loss.defined() ? step_loss + loss.detach() : loss.detach();
     }
     detail::set_activity(at_step(n, "optimizer step"));
     detail::TraceScope span("optimizer step");
     if (config.optimizer.grad_clip > 0) grad_norm = acc.clip_grad_norm(config.optimizer.grad_clip);
     acc.step();
     acc.zero_grad();
-    return step_loss / static_cast<double>(tc.grad_accum_steps);
+    return step_loss.item<double>() / static_cast<double>(tc.grad_accum_steps);
   }
 
   void restart_window() {
@@ -314,8 +316,8 @@ TrainResult Trainer::train() {
 
   Loop loop(*this, step);
   acc_.print("training on " + std::to_string(train_data_->size()) + " samples, strategy " +
-             acc_.strategy().name() + " on " + std::to_string(acc_.world_size()) +
-             " rank(s), global batch " +
+             acc_.strategy().name() + " on " + std::to_string(acc_.world_size()) + " rank(s) (" +
+             acc_.device() + ", " + acc_.comm().backend() + "), global batch " +
              std::to_string(config.train.batch_size * config.train.grad_accum_steps * acc_.world_size()) +
              ", precision " + acc_.precision().describe());
   loop.run(*acc_.optimizer());

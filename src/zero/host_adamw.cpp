@@ -113,13 +113,16 @@ constexpr int64_t kGrainSize = int64_t{1} << 15;
 
 }  // namespace
 
-void host_adamw_step(torch::optim::AdamW& optimizer) {
+void host_adamw_step(torch::optim::AdamW& optimizer) { host_adamw_step(optimizer, HostStepHooks{}); }
+
+void host_adamw_step(torch::optim::AdamW& optimizer, const HostStepHooks& hooks) {
   static const Kernel kernel = pick_kernel();
   at::NoGradGuard no_grad;
   for (auto& group : optimizer.param_groups()) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
     for (const at::Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
+      if (hooks.before) hooks.before(p);
       const at::Tensor& grad = p.grad();
       MPIACCEL_CHECK(!grad.is_sparse(), "host AdamW: sparse gradients are not supported");
       check_host_float(p, "parameter");
@@ -166,6 +169,7 @@ void host_adamw_step(torch::optim::AdamW& optimizer) {
         kernel(pd + begin, gd + begin, md + begin, vd + begin, vmax ? vmax + begin : nullptr,
                end - begin, c);
       });
+      if (hooks.after) hooks.after(p);
     }
   }
 }

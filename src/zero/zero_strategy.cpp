@@ -18,6 +18,7 @@
 #include "mpiaccel/zero.hpp"
 #include "state/model_sync.hpp"
 #include "state/optimizer_state.hpp"
+#include "runtime/device_streams.hpp"
 
 namespace mpiaccel {
 namespace detail {
@@ -74,11 +75,12 @@ void ZeroStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
     if (offload_) {
       // fp32 master rows in host memory; pinned when the parameter is on a
       // GPU so the copies each step can be asynchronous.
-      const auto host = at::TensorOptions().dtype(at::kFloat).pinned_memory(p.is_cuda());
-      at::Tensor master = at::empty(rows.sizes(), host);
+      at::Tensor master = staging_empty(rows.sizes(), at::kFloat, p.device());
       master.copy_(rows);
+      master_index_.emplace(master.unsafeGetTensorImpl(), i);
       sharded_.shard_params.push_back(master);
-      host_grads_.push_back(at::zeros(rows.sizes(), host));
+      device_rows_.push_back(rows);
+      host_grads_.push_back(staging_empty(rows.sizes(), at::kFloat, p.device()).zero_());
     } else {
       sharded_.shard_params.push_back(rows);
     }
@@ -149,32 +151,44 @@ void ZeroStrategy::attach_shard_grads() {
     for (size_t i = 0; i < sharded_.params.size(); ++i) sharded_.shard_params[i].mutable_grad() = device_shard_grad(i);
     return;
   }
-  // Device → host into pinned buffers, asynchronously; the last copy is a
-  // blocking one on the same stream, so when it returns all have landed.
-  std::vector<at::Tensor> grads(sharded_.params.size());
-  size_t last = sharded_.params.size();
+  // Device -> pinned host on the copy stream: each gradient lands while the
+  // host steps the ones before it (offloaded_step).
   for (size_t i = 0; i < sharded_.params.size(); ++i) {
-    grads[i] = device_shard_grad(i);
-    if (grads[i].defined()) last = i;
-  }
-  for (size_t i = 0; i < sharded_.params.size(); ++i) {
-    if (!grads[i].defined()) {
+    const at::Tensor grad = device_shard_grad(i);
+    if (!grad.defined()) {
       sharded_.shard_params[i].mutable_grad() = at::Tensor();
       continue;
     }
-    host_grads_[i].copy_(grads[i], /*non_blocking=*/grads[i].is_cuda() && i != last);
+    copies_.to_host(host_grads_[i], grad);
     sharded_.shard_params[i].mutable_grad() = host_grads_[i];
   }
+}
+
+void ZeroStrategy::offloaded_step(torch::optim::Optimizer& optimizer) {
+  // A stepped master goes back up at once, into the parameter's own rows,
+  // while the host steps the next one.
+  const auto upload = [this](const at::Tensor& master) {
+    copies_.to_device(device_rows_[master_index_.at(master.unsafeGetTensorImpl())], master);
+  };
+  if (auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer)) {
+    host_adamw_step(*adamw, {[this](const at::Tensor& p) { copies_.wait_landed(p.grad()); }, upload});
+  } else {
+    copies_.wait_all_landed();
+    optimizer.step();
+    for (const at::Tensor& master : sharded_.shard_params) upload(master);
+  }
+  copies_.finish();
 }
 
 void ZeroStrategy::step(torch::optim::Optimizer& optimizer) {
   require_prepared("step()");
   at::NoGradGuard no_grad;
   attach_shard_grads();
-  auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer);
-  if (offload_ && adamw) host_adamw_step(*adamw);
+  if (offload_) offloaded_step(optimizer);
   else optimizer.step();
-  gather_->gather(sharded_.shard_params);
+  // Every rank's updated rows, from the parameters themselves (offload: the
+  // masters' copies just landed there).
+  gather_->gather(offload_ ? device_rows_ : sharded_.shard_params);
 }
 
 void ZeroStrategy::zero_grad(torch::optim::Optimizer& optimizer) {

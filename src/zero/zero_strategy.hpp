@@ -11,8 +11,11 @@
 //   - offload_optimizer = cpu: fp32 host copies of those rows (the master
 //     weights; pinned when the parameter is on a GPU), with host gradient
 //     buffers. The step runs on the host (host_adamw_step for AdamW, the
-//     optimizer's own step otherwise), and its result goes host→device
-//     straight into the all-gather buffer.
+//     optimizer's own step otherwise), pipelined with the copies
+//     (state/offload_copies.hpp): a gradient comes down on a side stream and
+//     is stepped as soon as it lands, and each stepped master goes back up
+//     into the parameter's own rows while the host steps the next one; the
+//     all-gather then sends those rows.
 // Gradients: stage 1 all-reduces them with the DDP Reducer (bucket views,
 // reduce_bucket_mb), and the shard parameter's .grad is a view of its rows;
 // stage 2 reduce-scatters them (GradShardReducer), and .grad is the rank's
@@ -21,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -32,6 +36,7 @@
 #include "zero/param_gather.hpp"
 #include "state/shard_layout.hpp"
 #include "state/shard_optimizer_state.hpp"
+#include "state/offload_copies.hpp"
 
 namespace mpiaccel::detail {
 
@@ -71,6 +76,8 @@ class ZeroStrategy final : public Strategy {
   /// The averaged gradient rows of parameter i on its device (undefined if none).
   at::Tensor device_shard_grad(size_t i) const;
   void attach_shard_grads();
+  /// offload_optimizer = cpu: the host step, pipelined with the copies.
+  void offloaded_step(torch::optim::Optimizer& optimizer);
 
   ZeroConfig config_;
   std::optional<at::ScalarType> reduce_dtype_;  // gradient collectives (mixed precision)
@@ -79,7 +86,10 @@ class ZeroStrategy final : public Strategy {
   bool sync_ = true;
   std::shared_ptr<torch::nn::Module> model_;
   RowShardedParams sharded_;  // trainable, distinct, full params; what the optimizer holds
-  std::vector<at::Tensor> host_grads_;    // offload: host gradient rows
+  std::vector<at::Tensor> host_grads_;    // offload: host gradient rows (pinned on a GPU)
+  std::vector<at::Tensor> device_rows_;   // offload: this rank's rows of each parameter
+  std::unordered_map<const void*, size_t> master_index_;  // offload: master -> parameter
+  OffloadCopies copies_{std::chrono::minutes(5)};
   std::unique_ptr<Reducer> all_reducer_;
   std::unique_ptr<GradShardReducer> shard_reducer_;
   GradSync* grad_sync_ = nullptr;  ///< whichever of the two the stage uses

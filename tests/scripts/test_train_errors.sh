@@ -13,6 +13,12 @@ if mpi 2 "$MPIACCEL" train --config "$SOURCE_DIR/jobs/fortunes-gpt.ini" train.da
 expect_contains err.txt "/nonexistent/fortunes"
 expect_contains err.txt "fortunes"
 
+# NCCL asked for on CPU ranks: every rank ends with the reason, once.
+if mpi 2 "$MPIACCEL" train --config "$SOURCE_DIR/jobs/fortunes-gpt.ini" distributed.backend=nccl \
+     distributed.device=cpu > out.txt 2> err.txt; then fail "backend = nccl accepted on CPU ranks"; fi
+expect_contains err.txt "[distributed] backend = nccl needs a CUDA device, but this rank runs on the CPU"
+[ "$(grep -c 'needs a CUDA device' err.txt)" = 1 ] || fail "the error should be reported once: $(cat err.txt)"
+
 "$MPIACCEL" train > out.txt 2> err.txt
 status=$?
 [ "$status" = 2 ] || fail "usage error should exit 2, got $status"

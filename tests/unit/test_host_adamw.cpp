@@ -136,3 +136,54 @@ BOOST_AUTO_TEST_CASE(rejects_non_float_tensors) {
   p.mutable_grad() = torch::ones({4}, torch::kDouble);
   BOOST_CHECK_THROW(mpiaccel::host_adamw_step(opt), std::exception);
 }
+
+BOOST_AUTO_TEST_CASE(hooks_run_around_each_parameter_with_a_gradient) {
+  // ZeRO offload waits for a parameter's gradient in `before` and starts its
+  // copy back in `after`: each must see the parameter before and after its
+  // own update, once, in order; parameters without a gradient get neither;
+  // and the arithmetic is the hook-free step's, bit for bit.
+  at::set_num_threads(1);
+  torch::manual_seed(7);
+  std::vector<at::Tensor> ours, ref;
+  for (int64_t n : {33, 5, 1000}) {
+    auto t = torch::randn({n});
+    ours.push_back(t.clone().requires_grad_(true));
+    ref.push_back(t.clone().requires_grad_(true));
+  }
+  AdamW with_hooks(ours, AdamWOptions(1e-2).weight_decay(0.1));
+  AdamW without(ref, AdamWOptions(1e-2).weight_decay(0.1));
+  std::vector<std::string> events;
+  const auto name_of = [&](const at::Tensor& p) {
+    for (size_t i = 0; i < ours.size(); ++i)
+      if (p.is_same(ours[i])) return std::to_string(i);
+    return std::string("?");
+  };
+  std::vector<at::Tensor> seen_before;
+  mpiaccel::HostStepHooks hooks;
+  hooks.before = [&](const at::Tensor& p) {
+    events.push_back("before " + name_of(p));
+    seen_before.push_back(p.detach().clone());
+  };
+  hooks.after = [&](const at::Tensor& p) {
+    events.push_back("after " + name_of(p));
+    BOOST_TEST(!p.detach().equal(seen_before.back()), "after() must see the updated values");
+  };
+  for (int step = 0; step < 3; ++step) {
+    events.clear();
+    seen_before.clear();
+    for (size_t i = 0; i < ours.size(); ++i) {
+      auto g = torch::randn(ours[i].sizes());
+      const bool skip = step == 1 && i == 1;
+      ours[i].mutable_grad() = skip ? at::Tensor() : g.clone();
+      ref[i].mutable_grad() = skip ? at::Tensor() : g.clone();
+    }
+    mpiaccel::host_adamw_step(with_hooks, hooks);
+    mpiaccel::host_adamw_step(without);
+    const std::vector<std::string> expected =
+        step == 1 ? std::vector<std::string>{"before 0", "after 0", "before 2", "after 2"}
+                  : std::vector<std::string>{"before 0", "after 0", "before 1", "after 1",
+                                             "before 2", "after 2"};
+    BOOST_TEST(events == expected, boost::test_tools::per_element());
+  }
+  for (size_t i = 0; i < ours.size(); ++i) BOOST_TEST(ours[i].detach().equal(ref[i].detach()));
+}

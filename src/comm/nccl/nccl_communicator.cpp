@@ -1,21 +1,43 @@
 // The NCCL communicator: CUDA tensors, bootstrapped over an MPI communicator.
+// Built only against a LibTorch with CUDA (it uses c10::cuda's streams and
+// caching allocator).
 //
-// Streams: the communicator owns one stream created with cudaStreamCreate,
-// i.e. a BLOCKING stream. Blocking streams synchronise implicitly with the
-// legacy default stream, which LibTorch uses unless told otherwise, so a
-// collective starts only after the kernels that produced its input, and later
-// default-stream kernels (and the caching allocator's reuse of a freed input)
-// wait for it, without any event plumbing through c10::cuda. The price: it
-// does not overlap with default-stream compute; DDP-style overlap on a GPU
-// needs compute on a non-default stream. Only the CUDA runtime API is used, so
-// any LibTorch build works.
+// Streams, as PyTorch's ProcessGroupNCCL orders them:
+//   - Every communicator runs its collectives on a stream of its own, taken
+//     from LibTorch's pool (non-blocking: it does not synchronise with the
+//     legacy default stream). A split gets its own stream too, so FSDP's
+//     all-gathers (prefetch) and reduce-scatters run beside each other and
+//     beside compute.
+//   - An op starts only after everything the caller queued so far on its
+//     current stream: an event recorded there when the op is issued (for a
+//     DDP bucket: when its last gradient was ready) is waited on by the NCCL
+//     stream. The host does not block.
+//   - Work::wait() makes the caller's current stream wait on the op's
+//     completion event: kernels queued after it read the result; the host
+//     goes on queueing them. Reading a result on the host (.item(), .cpu())
+//     synchronises the compute stream and so waits for the op too. barrier()
+//     is the one op whose wait() blocks the host.
+//   - Every tensor an op touches is recorded on the NCCL stream
+//     (CUDACachingAllocator::recordStream): the caching allocator does not
+//     hand its memory out again until the op is done, even if the caller
+//     drops the tensor at once.
 //
-// Non-blocking NCCL (config.blocking = 0): every NCCL call may return
-// ncclInProgress, after which the communicator's state is polled with
-// ncclCommGetAsyncError until it settles, under the deadline. A deadline that
-// passes (init, an op nobody waits for, a hung peer) calls ncclCommAbort and
-// then fatal(): an NCCL kernel some peer never joined cannot be cancelled.
+// Deadlines. The host does not wait, so a watcher thread polls every op's
+// completion event: an op not complete within the timeout of its issue, or an
+// NCCL error reported by ncclCommGetAsyncError, calls ncclCommAbort and then
+// fatal(): a kernel some peer never joined cannot be cancelled.
+// Non-blocking NCCL (config.blocking = 0): a call that returns ncclInProgress
+// is settled by polling ncclCommGetAsyncError under the same deadline.
+//
+// Times. started_at()/finished_at() are device times (timing events around
+// the NCCL call on its stream) on the host's steady clock, through an anchor:
+// an event recorded on an idle stream and synchronised at a known host time.
+// They are set once test() has seen the op complete.
 
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <ATen/ATen.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -23,7 +45,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
-#include <numeric>
+#include <optional>
 #include <thread>
 
 #include "comm/mpi_handle.hpp"
@@ -60,22 +82,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   }
   MPIACCEL_THROW("unknown ReduceOp");
 }
-
-// Makes `device` current for a scope: NCCL and the stream belong to it, while
-// the calling thread may have another device current.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    cudaGetDevice(&previous_);
-    if (previous_ != device) MPIACCEL_CHECK_CUDA(cudaSetDevice(device));
-  }
-  ~DeviceScope() { cudaSetDevice(previous_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = 0;
-};
 
 // What the communicator, its works and its watcher share.
 struct NcclState {
@@ -128,46 +134,88 @@ struct NcclState {
   }
 };
 
+// A timing event and the host time at which the device reached it.
+struct ClockAnchor {
+  cudaEvent_t event = nullptr;
+  Clock::time_point host;
+
+  explicit ClockAnchor(cudaStream_t idle_stream) {
+    MPIACCEL_CHECK_CUDA(cudaEventCreate(&event));
+    MPIACCEL_CHECK_CUDA(cudaEventRecord(event, idle_stream));
+    MPIACCEL_CHECK_CUDA(cudaEventSynchronize(event));
+    host = Clock::now();
+  }
+  ~ClockAnchor() { cudaEventDestroy(event); }
+  ClockAnchor(const ClockAnchor&) = delete;
+  ClockAnchor& operator=(const ClockAnchor&) = delete;
+
+  // `later` must have completed.
+  Clock::time_point host_time_of(cudaEvent_t later) const {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, event, later) != cudaSuccess) return host;
+    return host + std::chrono::duration_cast<Clock::duration>(
+                      std::chrono::duration<double, std::milli>(ms));
+  }
+};
+
 class NcclWork final : public Work {
  public:
   NcclWork(std::shared_ptr<NcclState> state, std::string name, std::string description,
-           std::vector<at::Tensor> tensors)
+           std::vector<at::Tensor> tensors, std::shared_ptr<ClockAnchor> anchor, bool host_waits)
       : state_(std::move(state)), name_(std::move(name)), description_(std::move(description)),
-        tensors_(std::move(tensors)) {
-    MPIACCEL_CHECK_CUDA(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+        tensors_(std::move(tensors)), anchor_(std::move(anchor)), host_waits_(host_waits),
+        issued_(Clock::now()) {
+    MPIACCEL_CHECK_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    MPIACCEL_CHECK_CUDA(cudaEventCreate(&start_));
+    MPIACCEL_CHECK_CUDA(cudaEventCreate(&done_));
   }
-  ~NcclWork() override { cudaEventDestroy(event_); }
+  ~NcclWork() override {
+    cudaEventDestroy(ready_);
+    cudaEventDestroy(start_);
+    cudaEventDestroy(done_);
+  }
 
-  // started_at is when the op was put on the stream: it cannot begin earlier,
-  // and its deadline counts from there.
-  void recorded_on(cudaStream_t stream) {
-    MPIACCEL_CHECK_CUDA(cudaEventRecord(event_, stream));
-    started_.store(Clock::now().time_since_epoch().count());
+  // The op's stream waits for what the caller queued so far on its own.
+  void order_after(cudaStream_t compute, cudaStream_t nccl) {
+    MPIACCEL_CHECK_CUDA(cudaEventRecord(ready_, compute));
+    MPIACCEL_CHECK_CUDA(cudaStreamWaitEvent(nccl, ready_, 0));
+    MPIACCEL_CHECK_CUDA(cudaEventRecord(start_, nccl));
   }
+  void issued_on(cudaStream_t nccl) { MPIACCEL_CHECK_CUDA(cudaEventRecord(done_, nccl)); }
 
   bool test() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (done_) return true;
-    const cudaError_t query = cudaEventQuery(event_);
+    if (done_flag_) return true;
+    const cudaError_t query = cudaEventQuery(done_);
     if (query == cudaErrorNotReady) return false;
     MPIACCEL_CHECK_CUDA(query);
-    finished_.store(Clock::now().time_since_epoch().count());
+    started_.store(anchor_->host_time_of(start_).time_since_epoch().count());
+    finished_.store(anchor_->host_time_of(done_).time_since_epoch().count());
     tensors_.clear();  // the op no longer reads or writes them
-    done_ = true;
+    done_flag_ = true;
     return true;
   }
 
   void wait() override {
-    while (!test()) {
-      check_overrun();
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    state_->check_async(description_);
+    if (host_waits_) {
+      while (!test()) {
+        check_overrun();
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+      return;
     }
+    // Device side: the caller's stream waits; the watcher keeps the deadline.
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(state_->device));
+    const cudaStream_t caller =
+        c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(state_->device)).stream();
+    MPIACCEL_CHECK_CUDA(cudaStreamWaitEvent(caller, done_, 0));
   }
 
   // Aborts the job when the op is past its deadline or NCCL reports an error.
   void check_overrun() {
     state_->check_async(description_);
-    if (Clock::now() > started_at() + state_->timeout) state_->overran(description_);
+    if (Clock::now() > issued_ + state_->timeout) state_->overran(description_);
   }
 
   const std::string& name() const override { return name_; }
@@ -183,12 +231,15 @@ class NcclWork final : public Work {
   std::string name_, description_;
   std::mutex mutex_;
   std::vector<at::Tensor> tensors_;
-  cudaEvent_t event_ = nullptr;
-  bool done_ = false;
+  std::shared_ptr<ClockAnchor> anchor_;
+  const bool host_waits_;
+  const Clock::time_point issued_;
+  cudaEvent_t ready_ = nullptr, start_ = nullptr, done_ = nullptr;
+  bool done_flag_ = false;
   std::atomic<Clock::rep> started_{0}, finished_{0};
 };
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, public HostBacked {
  public:
   NcclCommunicator(Communicator& bootstrap, int cuda_index, std::chrono::milliseconds timeout);
   ~NcclCommunicator() override;
@@ -216,11 +267,12 @@ class NcclCommunicator final : public Communicator {
   std::vector<std::string> gather_bytes(const std::string& bytes, int root) override {
     return host_->gather_bytes(bytes, root);
   }
-  /// The MPI communicator host bytes travel on (comm/mpi_handle.hpp).
-  const Communicator& host() const { return *host_; }
-  std::shared_ptr<Communicator> split(int, int) override {
-    MPIACCEL_THROW("split is not supported on the NCCL communicator: split the MPI "
-                   "communicator and call make_nccl on the part");
+  const Communicator& host() const override { return *host_; }
+  /// An NCCL communicator (with its own stream) over the ranks passing the
+  /// same color, bootstrapped over the matching split of the host one.
+  std::shared_ptr<Communicator> split(int color, int key) override {
+    return std::make_shared<NcclCommunicator>(*host_->split(color, key), state_->device,
+                                              state_->timeout);
   }
 
  private:
@@ -228,13 +280,16 @@ class NcclCommunicator final : public Communicator {
   // Puts `issue` (the NCCL calls) on the stream under one lock, so calls from
   // several threads reach NCCL whole and in one order.
   WorkHandle launch(const char* name, std::string description, std::vector<at::Tensor> tensors,
-                    const std::function<ncclResult_t()>& issue);
+                    const std::function<ncclResult_t()>& issue, bool host_waits = false);
+  std::shared_ptr<ClockAnchor> anchor();
   void watch();
 
   std::shared_ptr<Communicator> host_;
   std::shared_ptr<NcclState> state_;
-  cudaStream_t stream_ = nullptr;
-  float* barrier_word_ = nullptr;
+  std::optional<c10::cuda::CUDAStream> stream_;
+  cudaStream_t anchor_stream_ = nullptr;  // idle: an event there completes at once
+  std::shared_ptr<ClockAnchor> anchor_;
+  at::Tensor barrier_word_;
   std::mutex mutex_;
   std::condition_variable watch_cv_;
   std::vector<std::shared_ptr<NcclWork>> pending_;
@@ -284,15 +339,19 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int cuda_index,
   MPIACCEL_CHECK(started == ncclSuccess || started == ncclInProgress,
                  std::string("ncclCommInitRankConfig failed: ") + ncclGetErrorString(started));
   state_->settle(started, "NCCL communicator init");
-  MPIACCEL_CHECK_CUDA(cudaStreamCreate(&stream_));
-  MPIACCEL_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&barrier_word_), sizeof(float)));
+  const auto device = static_cast<c10::DeviceIndex>(cuda_index);
+  c10::cuda::CUDAGuard guard(device);
+  stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device);
+  MPIACCEL_CHECK_CUDA(cudaStreamCreateWithFlags(&anchor_stream_, cudaStreamNonBlocking));
+  anchor_ = std::make_shared<ClockAnchor>(anchor_stream_);
+  barrier_word_ = at::zeros({1}, at::TensorOptions(at::kFloat).device(at::kCUDA, device));
   watcher_ = std::thread([this] { watch(); });
 }
 
 NcclCommunicator::~NcclCommunicator() {
   // Drain under the watcher (it aborts an op that never completes), then stop it.
   cudaSetDevice(state_->device);
-  if (stream_) cudaStreamSynchronize(stream_);
+  if (stream_) cudaStreamSynchronize(stream_->stream());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -311,8 +370,8 @@ NcclCommunicator::~NcclCommunicator() {
     else
       ncclCommAbort(state_->comm);
   }
-  if (barrier_word_) cudaFree(barrier_word_);
-  if (stream_) cudaStreamDestroy(stream_);
+  anchor_.reset();
+  if (anchor_stream_) cudaStreamDestroy(anchor_stream_);
 }
 
 void NcclCommunicator::watch() {
@@ -336,6 +395,14 @@ void NcclCommunicator::watch() {
   }
 }
 
+std::shared_ptr<ClockAnchor> NcclCommunicator::anchor() {
+  // Elapsed times are floats in ms: re-anchored every 10 s, they keep
+  // microsecond resolution however long the run.
+  if (Clock::now() - anchor_->host > std::chrono::seconds(10))
+    anchor_ = std::make_shared<ClockAnchor>(anchor_stream_);
+  return anchor_;
+}
+
 void NcclCommunicator::check(const at::Tensor& tensor, const char* op,
                              const char* argument) const {
   check_tensor(tensor, op, argument, /*want_cuda=*/true, "NCCL");
@@ -347,15 +414,18 @@ void NcclCommunicator::check(const at::Tensor& tensor, const char* op,
 
 WorkHandle NcclCommunicator::launch(const char* name, std::string description,
                                     std::vector<at::Tensor> tensors,
-                                    const std::function<ncclResult_t()>& issue) {
-  auto work = std::make_shared<NcclWork>(state_, name, description, std::move(tensors));
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    DeviceScope scope(state_->device);
-    state_->settle(issue(), description);
-    work->recorded_on(stream_);
-    pending_.push_back(work);
-  }
+                                    const std::function<ncclResult_t()>& issue, bool host_waits) {
+  const auto device = static_cast<c10::DeviceIndex>(state_->device);
+  std::lock_guard<std::mutex> lock(mutex_);
+  c10::cuda::CUDAGuard guard(device);
+  const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device).stream();
+  auto work = std::make_shared<NcclWork>(state_, name, description, tensors, anchor(), host_waits);
+  work->order_after(compute, stream_->stream());
+  for (const at::Tensor& t : tensors)
+    c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), *stream_);
+  state_->settle(issue(), description);
+  work->issued_on(stream_->stream());
+  pending_.push_back(work);
   return work;
 }
 
@@ -365,7 +435,7 @@ WorkHandle NcclCommunicator::all_reduce_async(at::Tensor tensor, ReduceOp op) {
   const ncclDataType_t type = nccl_datatype(tensor.scalar_type());
   return launch("all_reduce", describe_op("all_reduce", tensor), {tensor}, [&] {
     return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
-                         type, nccl_op(op), state_->comm, stream_);
+                         type, nccl_op(op), state_->comm, stream_->stream());
   });
 }
 
@@ -381,7 +451,7 @@ WorkHandle NcclCommunicator::reduce_scatter_async(at::Tensor output, at::Tensor 
   return launch(name, describe_op(name, input), {output, input}, [&] {
     return ncclReduceScatter(input.data_ptr(), output.data_ptr(),
                              static_cast<size_t>(output.numel()), type, nccl_op(op), state_->comm,
-                             stream_);
+                             stream_->stream());
   });
 }
 
@@ -394,7 +464,7 @@ WorkHandle NcclCommunicator::all_gather_async(at::Tensor output, at::Tensor inpu
   const ncclDataType_t type = nccl_datatype(input.scalar_type());
   return launch(name, describe_op(name, output), {output, input}, [&] {
     return ncclAllGather(input.data_ptr(), output.data_ptr(), static_cast<size_t>(input.numel()),
-                         type, state_->comm, stream_);
+                         type, state_->comm, stream_->stream());
   });
 }
 
@@ -418,7 +488,8 @@ WorkHandle NcclCommunicator::all_gather_uneven_async(at::Tensor output, at::Tens
       const size_t count = static_cast<size_t>(counts[static_cast<size_t>(r)]);
       if (count > 0) {
         const void* send = r == rank() ? input.data_ptr() : out + offset * element;
-        result = ncclBroadcast(send, out + offset * element, count, type, r, state_->comm, stream_);
+        result = ncclBroadcast(send, out + offset * element, count, type, r, state_->comm,
+                               stream_->stream());
         if (result != ncclSuccess && result != ncclInProgress) break;
       }
       offset += count;
@@ -434,25 +505,20 @@ WorkHandle NcclCommunicator::broadcast_async(at::Tensor tensor, int root) {
   const ncclDataType_t type = nccl_datatype(tensor.scalar_type());
   return launch("broadcast", describe_op("broadcast", tensor), {tensor}, [&] {
     return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
-                         type, root, state_->comm, stream_);
+                         type, root, state_->comm, stream_->stream());
   });
 }
 
 WorkHandle NcclCommunicator::barrier_async() {
-  // A one-word all-reduce: complete only once every rank has issued it.
-  return launch("barrier", "barrier", {}, [&] {
-    return ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, state_->comm,
-                         stream_);
-  });
+  // A one-word all-reduce: complete only once every rank has issued it. Its
+  // wait() blocks the host, as a barrier's caller expects.
+  return launch("barrier", "barrier", {barrier_word_}, [&] {
+    return ncclAllReduce(barrier_word_.data_ptr(), barrier_word_.data_ptr(), 1, ncclFloat32,
+                         ncclSum, state_->comm, stream_->stream());
+  }, /*host_waits=*/true);
 }
 
 }  // namespace
-
-MPI_Comm nccl_host_mpi_comm(const Communicator& comm) {
-  const auto* nccl = dynamic_cast<const NcclCommunicator*>(&comm);
-  return nccl ? mpi_comm_of(nccl->host()) : MPI_COMM_NULL;
-}
-
 }  // namespace mpiaccel::detail
 
 namespace mpiaccel {

@@ -1,7 +1,6 @@
 // The NCCL entry points of a build without CUDA + NCCL (selected by CMake in
 // place of nccl_communicator.cpp).
 
-#include "comm/mpi_handle.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 
@@ -20,9 +19,3 @@ std::shared_ptr<Communicator> make_nccl(Communicator&, int cuda_index,
 }
 
 }  // namespace mpiaccel
-
-namespace mpiaccel::detail {
-
-MPI_Comm nccl_host_mpi_comm(const Communicator&) { return MPI_COMM_NULL; }
-
-}  // namespace mpiaccel::detail

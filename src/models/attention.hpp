@@ -1,0 +1,20 @@
+#pragma once
+// Causal self-attention over heads, the one place that knows which kernels
+// the LibTorch offers.
+
+#include <ATen/core/Tensor.h>
+
+namespace mpiaccel::detail {
+
+/// softmax(q kᵀ / sqrt(head_dim) + causal mask) v, with dropout `dropout_p`
+/// on the attention weights; q, k, v are [batch, heads, time, head_dim].
+/// LibTorch 2.x: at::scaled_dot_product_attention (flash or memory-efficient
+/// kernels on a GPU, a fused kernel on the CPU: the [time, time] weights are
+/// never stored). 1.13: the explicit product, mask and softmax.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double dropout_p);
+
+/// Whether causal_attention runs LibTorch's fused kernel.
+bool fused_attention_available();
+
+}  // namespace mpiaccel::detail

@@ -32,14 +32,17 @@ PREFIX     ?= /usr/local
 # BLAS through alternatives (an 8M-parameter MLP step: 812 ms → 166 ms);
 # SentencePiece for `mpiaccel data tokenize`; the
 # datasets; python3-torch and python3-h5py as the benchmark peer and the
-# outside reader of our checkpoints; gnuplot for `mpiaccel plot`.
+# outside reader of our checkpoints; gnuplot for `mpiaccel plot`; iproute2,
+# Slurm (slurmctld, slurmd, the client, the PMIx plugin) and munge for the
+# cluster in a box (tools/cluster/cluster).
 DEB_PACKAGES := build-essential cmake pkg-config ccache \
   libtorch-dev libopenblas0-openmp \
   libopenmpi-dev openmpi-bin \
   libhdf5-openmpi-dev hdf5-tools \
   libinih-dev libboost-test-dev libsentencepiece-dev \
   fortunes dataset-fashion-mnist \
-  python3-torch python3-h5py gnuplot-nox python3-venv
+  python3-torch python3-h5py gnuplot-nox python3-venv \
+  iproute2 slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge
 
 # ccache keys on paths relative to the checkout, so a fresh clone elsewhere
 # reuses the objects an earlier build compiled.

@@ -6,7 +6,7 @@ the rendezvous from MASTER_ADDR/MASTER_PORT (run.sh picks a free port).
 
     torch_ddp.py --raw FILE [--round R] [--warmup N] [--iters N]
                  [--optimizer sgd|adamw] [--bucket-cap-mb MB]
-                 [--gradient-as-bucket-view 0|1]
+                 [--gradient-as-bucket-view 0|1] [--label NAME] [--comm-hook none|fp16]
 
 Rank 0 appends one CSV row per timed iteration to FILE, with the columns of
 bench_ddp.cpp; the all-reduce columns are empty (gloo records none for us).
@@ -59,6 +59,7 @@ def main():
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0)
     parser.add_argument("--gradient-as-bucket-view", type=int, choices=[0, 1], default=1,
                         help="DDP's gradient_as_bucket_view (run.sh passes ours' setting)")
+    parser.add_argument("--label", default="torch", help="the rows' impl column")
     parser.add_argument("--comm-hook", choices=["none", "fp16"], default="none",
                         help="fp16: torch's fp16_compress_hook (all-reduce in fp16; its "
                              "bf16 hook refuses to run without CUDA)")
@@ -112,8 +113,8 @@ def main():
     if rank == 0:
         with open(args.raw, "a") as raw:
             for it, (r, c) in enumerate(zip(slowest.tolist(), cpu_mean.tolist())):
-                raw.write("torch,%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,,,\n"
-                          % (world, args.round, it, r[0], r[1], r[2], r[3], c))
+                raw.write("%s,%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,,,\n"
+                          % (args.label, world, args.round, it, r[0], r[1], r[2], r[3], c))
     dist.destroy_process_group()
 
 

@@ -107,6 +107,11 @@ class Communicator {
   /// `key` (MPI_Comm_split). Collective over this communicator.
   virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
 
+  /// The ranks of this communicator on this node (shared memory), in rank
+  /// order: a communicator of the same kind. Collective over this
+  /// communicator.
+  virtual std::shared_ptr<Communicator> split_by_node() = 0;
+
   /// `bytes` of host memory (a uint8 tensor) that every rank of this
   /// communicator maps, for tensors all-reduced again and again (DDP's
   /// buckets). An all_reduce of a float tensor that lies inside it, at the

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "comm/hierarchical_all_reduce.hpp"
 #include "comm/mpi_handle.hpp"
 #include "comm/mpi_types.hpp"
 #include "comm/shm_block.hpp"
@@ -68,6 +69,7 @@ std::shared_ptr<MpiCommunicator> MpiCommunicator::duplicate(MPI_Comm base,
 
 MpiCommunicator::~MpiCommunicator() {
   thread_.reset();
+  topology_.reset();  // its communicators, before this one
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -83,13 +85,38 @@ WorkHandle MpiCommunicator::all_reduce_async(at::Tensor tensor, ReduceOp op) {
   const MPI_Op mpi_op = mpi_reduce_op(op, tensor.scalar_type());
   return thread_->enqueue(
       "all_reduce", describe_op("all_reduce", tensor),
-      [comm = comm_, size = size_, tensor, type, mpi_op, op] {
+      [this, comm = comm_, size = size_, tensor, type, mpi_op, op] {
+        const NodeTopology* hierarchy = hierarchy_for(tensor);
         chunked(static_cast<char*>(tensor.data_ptr()), tensor.numel(), tensor.element_size(),
                 [&](char* data, int count) {
-                  MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data, count, type, mpi_op, comm));
+                  if (hierarchy)
+                    hierarchy->all_reduce(data, count, tensor.element_size(), type, mpi_op);
+                  else
+                    MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data, count, type, mpi_op, comm));
                 });
         if (op == ReduceOp::Avg && size > 1) tensor.div_(size);
       });
+}
+
+const NodeTopology* MpiCommunicator::hierarchy_for(const at::Tensor& tensor) {
+  if (size_ < 2 || tensor.numel() * tensor.element_size() < kHierarchicalMinBytes) return nullptr;
+  std::lock_guard<std::mutex> lock(topology_mutex_);
+  if (!topology_checked_) {
+    // Inside the first large all-reduce's own task: the same op, at the same
+    // place in every rank's queue, so the ranks decide together (and a
+    // deadline names that all-reduce).
+    topology_checked_ = true;
+    topology_ = NodeTopology::create(comm_);
+    if (topology_ && rank_ == 0)
+      log_debug("all_reduce: hierarchical over " + std::to_string(topology_->nodes()) +
+                " nodes x " + std::to_string(topology_->local_size()) + " ranks");
+  }
+  return topology_.get();
+}
+
+bool MpiCommunicator::hierarchical() const {
+  std::lock_guard<std::mutex> lock(topology_mutex_);
+  return topology_ != nullptr;
 }
 
 WorkHandle MpiCommunicator::reduce_scatter_async(at::Tensor output, at::Tensor input,
@@ -266,6 +293,14 @@ std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   });
   if (part == MPI_COMM_NULL) return nullptr;
   return std::make_shared<MpiCommunicator>(part, thread_->timeout());
+}
+
+std::shared_ptr<Communicator> MpiCommunicator::split_by_node() {
+  MPI_Comm node = MPI_COMM_NULL;
+  thread_->run("split_type", "split_by_node", [&, comm = comm_] {
+    MPIACCEL_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  });
+  return std::make_shared<MpiCommunicator>(node, thread_->timeout());
 }
 
 bool MpiCommunicator::all_on_one_node() {

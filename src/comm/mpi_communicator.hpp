@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/comm_thread.hpp"
+#include "comm/hierarchical_all_reduce.hpp"
 #include "comm/shm_segment.hpp"
 #include "mpiaccel/comm.hpp"
 
@@ -51,8 +52,16 @@ class MpiCommunicator final : public Communicator {
 
   at::Tensor allocate_shared(int64_t bytes) override;
   at::Tensor allocate_node_shared(int64_t bytes) override;
+  std::shared_ptr<Communicator> split_by_node() override;
+
+  /// Whether large all-reduces run hierarchically (ranks on several nodes,
+  /// the same number on each; decided at the first one of 64 KiB or more).
+  bool hierarchical() const;
 
  private:
+  /// The hierarchy for an all-reduce of `tensor`, or nullptr: flat. Runs in
+  /// the all-reduce's task (the first large one decides, collectively).
+  const NodeTopology* hierarchy_for(const at::Tensor& tensor);
   /// The live shared region `tensor` lies in, or nullptr.
   std::shared_ptr<ShmRegion> region_of(const at::Tensor& tensor);
   /// Whether every rank runs on this node (asked once; collective then).
@@ -66,6 +75,9 @@ class MpiCommunicator final : public Communicator {
   std::optional<bool> all_on_one_node_;
   std::mutex regions_mutex_;
   std::vector<std::weak_ptr<ShmRegion>> regions_;
+  mutable std::mutex topology_mutex_;
+  bool topology_checked_ = false;
+  std::unique_ptr<NodeTopology> topology_;
 };
 
 }  // namespace mpiaccel::detail

@@ -105,6 +105,7 @@ class StagedCommunicator final : public Communicator, public HostBacked {
     auto part = mpi_->split(color, key);
     return part ? make_staged(std::move(part)) : nullptr;
   }
+  std::shared_ptr<Communicator> split_by_node() override { return make_staged(mpi_->split_by_node()); }
   // Host memory the ranks share serves host tensors only.
   at::Tensor allocate_shared(int64_t bytes) override { return mpi_->allocate_shared(bytes); }
   at::Tensor allocate_node_shared(int64_t bytes) override {

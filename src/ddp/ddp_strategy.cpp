@@ -53,8 +53,9 @@ void DdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
   if (config_.node_shared_params && optimizer && comm_->size() > 1)
     node_shared_ = NodeSharedParams::create(list.params, list.names, comm_, *optimizer);
   if (node_shared_ && comm_->rank() == 0)
-    log_info("DDP: the " + std::to_string(comm_->size()) + " ranks share one copy of the " +
-             "parameters in node-shared memory; each steps its rows ([ddp] node_shared_params)");
+    log_info("DDP: the " + std::to_string(node_shared_->node_size()) + " ranks of each node " +
+             "share one copy of the parameters in node-shared memory; each steps its rows "
+             "([ddp] node_shared_params)");
   reducer_ = std::make_unique<Reducer>(std::move(list.params), std::move(list.names), comm_,
                                        reducer_options(config_, precision_));
   reducer_->set_gradient_sync(sync_);
@@ -124,9 +125,10 @@ ShardedStateDict DdpStrategy::load_targets(torch::optim::Optimizer& optimizer) {
     pending_load_ = replicated_load_targets(*model_, optimizer);
     return pending_load_.targets;
   }
-  // Each rank fills its rows of the shared parameters and of the optimizer state.
+  // Each rank fills its rows of its node's shared parameters and of the optimizer state.
   ShardedStateDict dict;
-  add_model_targets(dict, *model_, comm_->rank(), comm_->size(), node_shared_->params());
+  add_model_targets(dict, *model_, node_shared_->node_rank(), node_shared_->node_size(),
+                    node_shared_->params());
   node_shared_->add_optimizer_targets(dict, optimizer);
   dict.attributes = optimizer_attributes(optimizer);
   return dict;

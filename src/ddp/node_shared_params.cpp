@@ -25,9 +25,9 @@ int64_t bytes_of(const at::Tensor& t) { return t.numel() * t.element_size(); }
 
 std::unique_ptr<NodeSharedParams> NodeSharedParams::create(std::vector<at::Tensor> params,
                                                            std::vector<std::string> names,
-                                                           std::shared_ptr<Communicator> comm,
+                                                           std::shared_ptr<Communicator> world,
                                                            torch::optim::Optimizer& optimizer) {
-  MPIACCEL_CHECK(comm && params.size() == names.size(), "node-shared parameters: bad arguments");
+  MPIACCEL_CHECK(world && params.size() == names.size(), "node-shared parameters: bad arguments");
   // The models agree across ranks (checked before), so every rank decides alike.
   if (params.empty()) return nullptr;
   std::vector<int64_t> offsets;
@@ -38,12 +38,19 @@ std::unique_ptr<NodeSharedParams> NodeSharedParams::create(std::vector<at::Tenso
     offsets.push_back(total);
     total += bytes_of(p);
   }
+  // One block per node, among that node's ranks; every node must have one
+  // (a node of one rank, or with a small /dev/shm, has none), or no rank
+  // uses them.
+  std::shared_ptr<Communicator> comm = world->split_by_node();
   at::Tensor block = comm->allocate_node_shared(total);
-  if (!block.defined()) return nullptr;
+  if (world->all_reduce_int(block.defined() ? 1 : 0, ReduceOp::Min) == 0) return nullptr;
 
   std::unique_ptr<NodeSharedParams> shared(new NodeSharedParams());
   shared->comm_ = comm;
   shared->block_ = block;
+  // The node of world rank 0 writes the optimizer state to checkpoints; the
+  // other nodes hold the same values.
+  shared->writes_state_ = comm->all_reduce_int(world->rank() == 0 ? 1 : 0, ReduceOp::Max) == 1;
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> views;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -59,10 +66,10 @@ std::unique_ptr<NodeSharedParams> NodeSharedParams::create(std::vector<at::Tenso
   for (size_t i = 0; i < params.size(); ++i) params[i].set_data(views[i]);
 
   RowShardedParams& sharded = shared->sharded_;
-  const int rank = comm->rank(), world = comm->size();
+  // The node's ranks split the rows.
   for (const at::Tensor& p : params) {
-    sharded.shards.push_back(make_param_shard(p, world));
-    sharded.shard_params.push_back(shard_view(p, sharded.shards.back(), rank));
+    sharded.shards.push_back(make_param_shard(p, comm->size()));
+    sharded.shard_params.push_back(shard_view(p, sharded.shards.back(), comm->rank()));
     shared->shard_impls_.insert(sharded.shard_params.back().unsafeGetTensorImpl());
   }
   sharded.params = std::move(params);
@@ -92,7 +99,8 @@ void NodeSharedParams::attach_grads() {
 }
 
 double NodeSharedParams::grad_norm() {
-  // Each rank's rows once: the norm over the ranks is the root of the summed squares.
+  // Each rank's rows once per node (every node holds the same averaged
+  // gradients): the root of the node's summed squares.
   const double local = local_grad_norm(sharded_.shard_params);
   return std::sqrt(comm_->all_reduce_scalar(local * local, ReduceOp::Sum));
 }
@@ -122,9 +130,12 @@ int64_t NodeSharedParams::shared_param_bytes() const {
   return bytes;
 }
 
+int NodeSharedParams::node_rank() const { return comm_->rank(); }
+int NodeSharedParams::node_size() const { return comm_->size(); }
+
 void NodeSharedParams::add_optimizer_state(ShardedStateDict& dict,
                                            torch::optim::Optimizer& optimizer) const {
-  add_shard_optimizer_state(dict, optimizer, sharded_, comm_->rank(), comm_->size());
+  add_shard_optimizer_state(dict, optimizer, sharded_, comm_->rank(), comm_->size(), writes_state_);
 }
 
 void NodeSharedParams::add_optimizer_targets(ShardedStateDict& dict,

@@ -2,15 +2,17 @@
 // Internal: DDP's node-shared parameters (docs/ddp.md, "Node-shared
 // parameters"; [ddp] node_shared_params).
 //
-// Plain DDP on one node keeps L identical replicas of the parameters, one per
-// rank, and updates each of them with the same averaged gradient: L copies in
-// memory and L identical optimizer steps. Here the parameters live once, in a
-// block of node-shared memory that every rank maps (set_data re-points each
-// parameter at it), and each rank updates only its rows of every parameter
-// (torch.chunk split of dim 0, as ZeRO): the optimizer steps row views of the
-// shared parameters, whose gradients are the same rows of the averaged
-// param.grad. The optimizer therefore holds the state of this rank's rows
-// only. A barrier after the step keeps every rank from reading the parameters
+// Plain DDP on a node of L ranks keeps L identical replicas of the
+// parameters, one per rank, and updates each of them with the same averaged
+// gradient: L copies in memory and L identical optimizer steps. Here the
+// parameters live once per node, in a block of node-shared memory that the
+// node's ranks map (set_data re-points each parameter at it), and each rank
+// updates only its rows of every parameter (torch.chunk split of dim 0 among
+// the node's ranks, as ZeRO): the optimizer steps row views of the shared
+// parameters, whose gradients are the same rows of the averaged param.grad.
+// The optimizer therefore holds the state of this rank's rows only. Across
+// nodes every node holds (and updates) its own copy, from the same averaged
+// gradients: one copy per host. A barrier after the step keeps every rank from reading the parameters
 // in its next forward before all rows are written; none is needed before it,
 // because a rank reaches the step only after every rank's backward has
 // produced (and so finished reading) every gradient.
@@ -38,14 +40,14 @@ namespace mpiaccel::detail {
 class NodeSharedParams {
  public:
   /// Moves `params` (trainable, distinct, identical on every rank: broadcast
-  /// them first) into node-shared memory and re-points `optimizer` at this
-  /// rank's rows. Returns nullptr on every rank alike, changing nothing, where
-  /// that is not possible (parameters off the CPU, a communicator without
-  /// node-shared memory: several nodes, one rank, NCCL, a small /dev/shm).
-  /// Collective over comm.
+  /// them first) into node-shared memory, one block per node, and re-points
+  /// `optimizer` at this rank's rows. Returns nullptr on every rank alike,
+  /// changing nothing, where that is not possible on some node (parameters
+  /// off the CPU, one rank on a node, NCCL, a small /dev/shm). Collective
+  /// over world.
   static std::unique_ptr<NodeSharedParams> create(std::vector<at::Tensor> params,
                                                   std::vector<std::string> names,
-                                                  std::shared_ptr<Communicator> comm,
+                                                  std::shared_ptr<Communicator> world,
                                                   torch::optim::Optimizer& optimizer);
 
   /// Binds each row view's gradient to the same rows of param.grad. After
@@ -67,6 +69,9 @@ class NodeSharedParams {
   int64_t own_param_bytes() const;
   /// Bytes of the shared parameters (the block's contents).
   int64_t shared_param_bytes() const;
+  /// This rank's place among its node's ranks, which split the rows.
+  int node_rank() const;
+  int node_size() const;
 
   /// Optimizer state entries for saving / load targets (see
   /// state/shard_optimizer_state.hpp); finish_load() writes the loaded step
@@ -79,7 +84,8 @@ class NodeSharedParams {
   NodeSharedParams() = default;
 
   RowShardedParams sharded_;
-  std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<Communicator> comm_;  // this node's ranks
+  bool writes_state_ = true;            // this node writes the optimizer state
   std::unordered_set<const void*> shard_impls_;  // for holds()
   at::Tensor block_;  // keeps the shared memory mapped
   PendingSteps pending_steps_;

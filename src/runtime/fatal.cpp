@@ -9,6 +9,7 @@
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
+#include "runtime/peer_liveness.hpp"
 
 namespace mpiaccel {
 
@@ -18,7 +19,9 @@ namespace mpiaccel {
     // Another thread is already taking the job down; MPI_Abort will end us too.
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
-  log_error("fatal: " + why + " — aborting the job");
+  // A peer that died is the usual reason a collective broke: name it.
+  const std::string lost = log_world_size() > 1 ? detail::describe_lost_peers() : "";
+  log_error("fatal: " + why + (lost.empty() ? "" : "; " + lost) + " — aborting the job");
   // A moment for the other ranks' watchdogs and deadlines, which fire at
   // about the same time, to log where they are before MPI_Abort ends them.
   if (log_world_size() > 1) std::this_thread::sleep_for(std::chrono::seconds(1));

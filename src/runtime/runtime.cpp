@@ -10,6 +10,7 @@
 #include "config/error_identity.hpp"
 #include "mpiaccel/log.hpp"
 #include "runtime/check_mpi.hpp"
+#include "runtime/peer_liveness.hpp"
 #include "runtime/runtime_mpi.hpp"
 
 namespace mpiaccel {
@@ -105,6 +106,8 @@ Runtime::Runtime(int* argc, char*** argv, RuntimeOptions options)
   MPIACCEL_CHECK_MPI(MPI_Bcast(node_info, 2, MPI_INT, 0, mpi_->node));
   node_rank_ = node_info[0];
   node_count_ = node_info[1];
+  // Whom a failing job lost, asked without MPI (fatal() reports it).
+  detail::start_peer_liveness(mpi_->world, rank_, host_);
 
   launch_ = LaunchEnvironment::from_process();
   MPIACCEL_CHECK(!(launch_.launcher == Launcher::Srun && launch_.size > 1 && world_size_ == 1),

@@ -52,20 +52,29 @@ void RowShardedParams::repoint_optimizer(torch::optim::Optimizer& optimizer, con
 }
 
 void add_shard_optimizer_state(ShardedStateDict& dict, torch::optim::Optimizer& optimizer,
-                               const RowShardedParams& sharded, int rank, int world) {
+                               const RowShardedParams& sharded, int rank, int world, bool writes) {
   const bool has_step = optimizer_kind(optimizer) != "sgd";
+  // A rank that does not write still names every tensor (creation is
+  // collective), with no rows.
+  const auto rows_of = [writes](RowRange range, const at::Tensor& local) {
+    if (writes) return std::make_pair(range, local.contiguous());
+    const at::Tensor rows = local.dim() == 0 ? local.reshape({1}) : local;
+    return std::make_pair(RowRange{0, 0}, rows.narrow(0, 0, 0).contiguous());
+  };
   for (size_t i = 0; i < sharded.params.size(); ++i) {
     if (!sharded.in_optimizer[i]) continue;
     const at::Tensor& shard_param = sharded.shard_params[i];
     const auto slots = optimizer_slots(optimizer, shard_param);
-    for (const OptimizerSlot& slot : slots)
-      dict.tensors.push_back(entry("optim/" + sharded.names[i] + "/" + slot.name, sharded.params[i],
-                                   sharded.shards[i].ranges[rank], slot.tensor.detach().contiguous()));
+    for (const OptimizerSlot& slot : slots) {
+      auto [range, local] = rows_of(sharded.shards[i].ranges[rank], slot.tensor.detach());
+      dict.tensors.push_back(
+          entry("optim/" + sharded.names[i] + "/" + slot.name, sharded.params[i], range, local));
+    }
     if (has_step && !slots.empty()) {
-      const RowRange range = even_row_range(1, world, rank);
+      const RowRange mine = even_row_range(1, world, rank);
       const at::Tensor step = at::scalar_tensor(optimizer_param_step(optimizer, shard_param), at::kLong);
-      dict.tensors.push_back(entry("optim/" + sharded.names[i] + "/step", step, range,
-                                   step.reshape({1}).narrow(0, 0, range.count).contiguous()));
+      auto [range, local] = rows_of(mine, step.reshape({1}).narrow(0, 0, mine.count));
+      dict.tensors.push_back(entry("optim/" + sharded.names[i] + "/step", step, range, local));
     }
   }
 }

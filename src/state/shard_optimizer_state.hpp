@@ -41,9 +41,13 @@ struct RowShardedParams {
   void repoint_optimizer(torch::optim::Optimizer& optimizer, const std::string& who);
 };
 
-/// Appends this rank's optimizer slots and step counts to `dict` (saving).
+/// Appends this rank's optimizer slots and step counts to `dict` (saving):
+/// the rows of shard `rank` of `world`, or none when `writes` is false (a
+/// replica whose rows another rank writes: DDP's node-shared parameters on
+/// every node but the first).
 void add_shard_optimizer_state(ShardedStateDict& dict, torch::optim::Optimizer& optimizer,
-                               const RowShardedParams& sharded, int rank, int world);
+                               const RowShardedParams& sharded, int rank, int world,
+                               bool writes = true);
 
 /// Loaded step counts, to write into the optimizer once the checkpoint has
 /// filled them: (shard parameter, 0-d step).

@@ -10,27 +10,9 @@
 
 #include "mpiaccel/error.hpp"
 #include "runtime/torch_compat.hpp"
+#include "state/adamw_state.hpp"
 
 namespace mpiaccel::detail {
-namespace {
-
-torch::optim::AdamWParamState& state_of(torch::optim::AdamW& optimizer, const at::Tensor& p,
-                                        bool amsgrad) {
-  const auto key = optimizer_state_key(optimizer, p);
-  auto found = optimizer.state().find(key);
-  if (found == optimizer.state().end()) {
-    // As AdamW::step creates it.
-    auto state = std::make_unique<torch::optim::AdamWParamState>();
-    state->step(0);
-    state->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-    state->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-    if (amsgrad) state->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-    found = optimizer.state().emplace(key, std::move(state)).first;
-  }
-  return static_cast<torch::optim::AdamWParamState&>(*found->second);
-}
-
-}  // namespace
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
   if (!available() || !fused_applies()) return torch::optim::AdamW::step(std::move(closure));
@@ -76,7 +58,7 @@ void FusedAdamW::fused_step(torch::optim::OptimizerParamGroup& group) {
   std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
   for (const at::Tensor& p : group.params()) {
     if (!p.grad().defined()) continue;
-    auto& state = state_of(*this, p, options.amsgrad());
+    auto& state = adamw_state_of(*this, p, options.amsgrad());
     state.step(state.step() + 1);
     params.push_back(p);
     grads.push_back(p.grad());

@@ -25,6 +25,7 @@
 #include "mpiaccel/error.hpp"
 #include "runtime/torch_compat.hpp"
 #include "mpiaccel/zero.hpp"
+#include "state/adamw_state.hpp"
 #include "state/dtype_name.hpp"
 
 namespace mpiaccel {
@@ -128,18 +129,7 @@ void host_adamw_step(torch::optim::AdamW& optimizer, const HostStepHooks& hooks)
       check_host_float(p, "parameter");
       check_host_float(grad, "gradient");
       MPIACCEL_CHECK(grad.numel() == p.numel(), "host AdamW: gradient and parameter sizes differ");
-      const auto key = detail::optimizer_state_key(optimizer, p);
-      auto found = optimizer.state().find(key);
-      if (found == optimizer.state().end()) {
-        // As AdamW::step creates it, so checkpoints and torch's own step see the same state.
-        auto state = std::make_unique<torch::optim::AdamWParamState>();
-        state->step(0);
-        state->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-        state->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-        if (options.amsgrad()) state->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-        found = optimizer.state().emplace(key, std::move(state)).first;
-      }
-      auto& state = static_cast<torch::optim::AdamWParamState&>(*found->second);
+      auto& state = detail::adamw_state_of(optimizer, p, options.amsgrad());
       check_host_float(state.exp_avg(), "exp_avg state");
       check_host_float(state.exp_avg_sq(), "exp_avg_sq state");
       if (options.amsgrad()) check_host_float(state.max_exp_avg_sq(), "max_exp_avg_sq state");

@@ -212,9 +212,14 @@ BOOST_AUTO_TEST_CASE(peak_rss_of_ranks_after_the_first_is_about_their_shard) {
     else root_bytes = u.full_bytes;
   }
   // The streaming buffer is one block (a unit / n); LibTorch and the
-  // allocator (one module built and freed at a time) add a few MiB.
+  // allocator (one module built and freed at a time) add a few MiB. A unit
+  // buffer may be held twice at the peak: an op runs on the communication
+  // thread or on the thread waiting for it, whichever gets there first, and
+  // glibc keeps a freed buffer in the arena of the thread that allocated it,
+  // so the next one, allocated by the other thread, cannot reuse it (seen:
+  // 24 or 38 MiB on rank 1 from run to run, the difference two units).
   constexpr int64_t kSlack = int64_t{8} << 20;
-  const int64_t bound = shard_bytes + root_bytes + largest_unit + kSlack;
+  const int64_t bound = shard_bytes + root_bytes + 2 * largest_unit + kSlack;
 
   std::ostringstream line;
   line.precision(1);

@@ -32,3 +32,63 @@ wait_for_lines() {  # wait_for_lines FILE PATTERN N: until FILE has N lines matc
 rank_pids() {  # rank_pids MARK COMMAND: pids of the ranks named COMMAND whose command line has MARK
   pgrep -f -- "$1" | while read -r p; do [ "$(ps -o comm= -p "$p")" = "$2" ] && echo "$p"; done
 }
+
+# ---- the cluster in a box (tools/cluster/cluster; the `cluster` tests)
+CLUSTER="$SOURCE_DIR/tools/cluster/cluster"
+cluster_up() {  # cluster_up ARGS...: up for this test, down when it ends (passed or not)
+  cluster_clear
+  trap '"$CLUSTER" down > /dev/null 2>&1; rm -rf "$WORK"' EXIT
+  MPIACCEL_CLUSTER_OWNER=test "$CLUSTER" up "$@" > cluster-up.txt 2>&1 \
+    || { cat cluster-up.txt; fail "cluster up $*"; }
+}
+cluster_clear() {  # no cluster up: one a killed test left is taken down, one of yours is not
+  [ "$(id -u)" = 0 ] || fail "the cluster tests need root (network and UTS namespaces); run them as root, or leave them out with ctest -LE cluster"
+  "$CLUSTER" status | grep -q '^no cluster is up' && return 0
+  [ "$(cat /run/mpiaccel-cluster/owner 2> /dev/null)" = test ] \
+    || fail "a cluster is already up ('$CLUSTER status'): the tests make their own; bring it down first"
+  echo "taking down the cluster a killed test left behind"
+  "$CLUSTER" down > /dev/null 2>&1
+}
+on() {  # on HOST COMMAND...: COMMAND on a host of the cluster
+  local host=$1
+  shift
+  "$CLUSTER" run "$host" "$@"
+}
+# mpirun from node1 over both hosts: mpi2 RANKS_PER_HOST PROGRAM ARGS...
+mpi2() {
+  local per_host=$1
+  shift
+  on node1 "$MPIEXEC" "${MPIEXEC_FLAGS[@]}" --host "node1:$per_host,node2:$per_host" \
+    -np $((2 * per_host)) -x OMP_NUM_THREADS=1 "$@"
+}
+job_state() { on node1 scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+submit() {  # submit SBATCH-ARGS...: the job id (sbatch from node1)
+  on node1 sbatch --parsable "$@"
+}
+job_ended() {  # job_ended JOB SECONDS: polls until the job has ended (a requeue is not an end); its state
+  local state
+  for _ in $(seq 1 $((5 * $2))); do
+    state=$(job_state "$1")
+    case $state in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE) echo "$state"; return 0 ;; esac
+    sleep 0.2
+  done
+  echo "$state"
+}
+
+# compare_runs REFERENCE CANDIDATE FIRST LAST TOLERANCE: two `mpiaccel train`
+# runs agree: every loss of steps FIRST..LAST (NAME.jsonl) within TOLERANCE
+# relative, and the final checkpoints (NAME.ckpt) within TOLERANCE absolute.
+compare_runs() {
+  /usr/bin/python3 - "$1.jsonl" "$2.jsonl" "$3" "$4" "$5" <<'PY' || fail "$2 differs from $1"
+import json, sys
+def losses(p): return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+steps = range(int(sys.argv[3]), int(sys.argv[4]) + 1)
+assert all(s in a and s in b for s in steps), (sorted(a), sorted(b))
+worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in steps)
+print(f"{sys.argv[2]}: worst loss relative difference {worst:.2e}")
+assert worst <= float(sys.argv[5])
+PY
+  "$MPIACCEL" ckpt diff "$1.ckpt" "$2.ckpt" --atol "$5" > "$2.diff" 2>&1 \
+    || { cat "$2.diff"; fail "$2 parameters differ from $1"; }
+}

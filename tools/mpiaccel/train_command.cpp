@@ -17,11 +17,14 @@ namespace {
 int run_train(const std::vector<std::string>& args, int* argc, char*** argv) {
   std::vector<char*> program_argv = {(*argv)[0]};
   for (const std::string& a : args) program_argv.push_back(const_cast<char*>(a.c_str()));
+  // argv[argc] is a null pointer, as C promises main(): MPI_Init walks to it
+  // (under srun, Open MPI joins the whole command line).
+  program_argv.push_back(nullptr);
   MainOptions options;
   options.config_required = true;
   options.name = "mpiaccel: train";
   options.usage = "(see `mpiaccel train --help`)\n";
-  return run_main(static_cast<int>(program_argv.size()), program_argv.data(),
+  return run_main(static_cast<int>(program_argv.size()) - 1, program_argv.data(),
                   [](Accelerator& accelerator) { return train(accelerator).exit_status; }, options);
 }
 

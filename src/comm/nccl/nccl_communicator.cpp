@@ -274,6 +274,10 @@ class NcclCommunicator final : public Communicator, public HostBacked {
     return std::make_shared<NcclCommunicator>(*host_->split(color, key), state_->device,
                                               state_->timeout);
   }
+  std::shared_ptr<Communicator> split_by_node() override {
+    return std::make_shared<NcclCommunicator>(*host_->split_by_node(), state_->device,
+                                              state_->timeout);
+  }
 
  private:
   void check(const at::Tensor& tensor, const char* op, const char* argument) const;

@@ -66,6 +66,14 @@ if(NOT SENTENCEPIECE_FOUND)
 endif()
 
 find_package(Boost REQUIRED COMPONENTS unit_test_framework)
+# nlohmann/json (header-only): the JSON of safetensors headers and of Hugging
+# Face model directories (src/checkpoint/safetensors.cpp, the HF export).
+find_package(nlohmann_json 3 QUIET)
+if(NOT nlohmann_json_FOUND)
+  message(FATAL_ERROR "mpiaccel needs nlohmann/json 3 (nlohmann_jsonConfig.cmake not found). On "
+    "Debian: apt-get install nlohmann-json3-dev (or make deps); elsewhere add its prefix to "
+    "CMAKE_PREFIX_PATH.")
+endif()
 
 # CUDA + NCCL: AUTO builds the NCCL communicator when both are found and the
 # LibTorch has CUDA (the communicator orders its stream with c10::cuda's

@@ -19,9 +19,9 @@ PACKAGES=(
   libpciaccess0 libxnvctrl0
   # parallel HDF5 1.10
   libhdf5-openmpi-103-1 libhdf5-openmpi-dev libaec0 libsz2 libcurl4
-  # inih, Boost.Test, SentencePiece, pkg-config
+  # inih, Boost.Test, SentencePiece, pkg-config, nlohmann/json
   libinih1 libinih-dev libinireader0 libboost-test1.74.0 libboost-test1.74-dev libboost1.74-dev
-  libsentencepiece0 libsentencepiece-dev pkgconf pkgconf-bin libpkgconf3
+  libsentencepiece0 libsentencepiece-dev pkgconf pkgconf-bin libpkgconf3 nlohmann-json3-dev
   # the text jobs/gpt2-small-gpu.ini trains on
   fortunes fortunes-min
 )

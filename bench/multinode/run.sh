@@ -78,8 +78,9 @@ run_config() {
   before=$(link_bytes)
   "$cluster" run node1 "${cmd[@]}" > "$tmp.log" 2>&1 || { cat "$tmp.log" >&2; echo "bench/multinode: $impl $layout at $link failed" >&2; rm -f "$tmp" "$tmp.log"; return 1; }
   after=$(link_bytes)
-  sed "s/\$/,$link,$layout/" "$tmp" >> "$raw"
-  echo "$link,$layout,$impl,$n,$((after - before))" >> "$bytes"
+  local label=${link/,//}  # 1gbit/0.2ms: the CSV's comma stays a separator
+  sed "s|\$|,$label,$layout|" "$tmp" >> "$raw"
+  echo "$label,$layout,$impl,$n,$((after - before))" >> "$bytes"
   rm -f "$tmp" "$tmp.log"
 }
 

@@ -153,8 +153,18 @@ class Accelerator {
   /// and buffers, optimizer state, this rank's RNG state, the resolved config
   /// and `trainer` (counters such as epoch and sample position). Returns the
   /// committed file. A failed save leaves the previous checkpoint and
-  /// `latest` untouched. Collective.
+  /// `latest` untouched. With [checkpoint] async (the default) the file is
+  /// written in the background after a copy into host memory: call
+  /// poll_checkpoint() at step boundaries and wait_for_checkpoint() before
+  /// exiting. Collective.
   std::string save_state(int64_t step, const std::map<std::string, std::string>& trainer = {});
+  /// At a step boundary: takes the result of a background save that every
+  /// rank has finished (its error is thrown on every rank); true when none
+  /// is in flight any more. Collective while a save is in flight.
+  bool poll_checkpoint();
+  /// Waits for a background save and throws its error on every rank.
+  /// Collective.
+  void wait_for_checkpoint();
   /// Loads a checkpoint file, or a directory's `latest`, into the prepared
   /// model and optimizer, at any world size and layout (each rank reads only
   /// the rows it needs). RNG states are restored when the world size is the

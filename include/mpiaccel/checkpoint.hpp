@@ -24,6 +24,7 @@ namespace mpiaccel {
 class Communicator;
 namespace detail {
 struct FileComm;
+class AsyncSave;
 }
 
 /// The "format_version" root attribute this build writes (and the newest it reads).
@@ -100,6 +101,8 @@ class Checkpointer {
   /// after each save; <= 0 keeps all. Collective over comm: every rank calls
   /// it, with no operation of comm in flight.
   Checkpointer(std::shared_ptr<Communicator> comm, std::string dir, int64_t keep_last);
+  /// Waits for a save still in flight (logging, never throwing, its error).
+  ~Checkpointer();
 
   /// Writes `state` as DIR/step_%08d.h5 (through DIR/.step_%08d.h5.tmp), then
   /// points DIR/latest at it and prunes to keep_last. Returns the committed
@@ -109,6 +112,21 @@ class Checkpointer {
   /// previous checkpoint and `latest` are untouched. Creates DIR if needed.
   /// Collective over comm: every rank calls it, in the same order.
   std::string save(const ShardedStateDict& state, int64_t step, const CheckpointMeta& meta);
+  /// save() in the background (docs/checkpoint.md, "Asynchronous save"): it
+  /// waits for a save still in flight, copies every tensor of `state` into
+  /// host staging buffers (the only time training stalls), and returns the
+  /// path the save will commit while a thread of its own writes the copy.
+  /// poll() or wait() take its result. Collective over comm.
+  std::string save_async(const ShardedStateDict& state, int64_t step, const CheckpointMeta& meta);
+  /// At a step boundary: true when no save is in flight any more (a finished
+  /// one is joined, and its error thrown on every rank), false while it
+  /// writes. Collective over comm while a save is in flight; free otherwise.
+  bool poll();
+  /// Waits for a save in flight and throws its error on every rank (before
+  /// pre-emption exits, at the end of training). Collective over comm.
+  void wait();
+  /// Whether a background save is in flight.
+  bool saving() const;
 
   /// Reads a committed checkpoint (a file, or a directory's `latest`) into
   /// `targets`: each target's local tensor receives rows [row_begin,
@@ -138,6 +156,8 @@ class Checkpointer {
  private:
   std::shared_ptr<Communicator> comm_;
   std::shared_ptr<detail::FileComm> file_comm_;  // MPI-IO's own duplicate of comm's MPI communicator
+  std::shared_ptr<Communicator> writer_comm_;    // a background save's agreements, over its own duplicate
+  std::shared_ptr<detail::AsyncSave> async_;
   std::string dir_;
   int64_t keep_last_;
 };

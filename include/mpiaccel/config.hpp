@@ -122,6 +122,9 @@ struct CheckpointConfig {
   int64_t keep_last = 3;                ///< 0 = keep all
   std::string resume = "none";          ///< none | latest | PATH
   bool save_at_end = true;
+  /// Write in the background after a snapshot into host memory
+  /// (docs/checkpoint.md, "Asynchronous save").
+  bool async = true;
 };
 
 struct LoggingConfig {

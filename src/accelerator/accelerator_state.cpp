@@ -71,7 +71,17 @@ std::string Accelerator::save_state(int64_t step, const std::map<std::string, st
   meta.trainer = trainer;
   for (const auto& [key, value] : scaler_->state()) meta.trainer["grad_scaler." + key] = value;
   meta.rng_state = cpu_rng_state();
-  return checkpointer().save(strategy_->state_dict(*optimizer_), step, meta);
+  const ShardedStateDict state = strategy_->state_dict(*optimizer_);
+  return config_.checkpoint.async ? checkpointer().save_async(state, step, meta)
+                                  : checkpointer().save(state, step, meta);
+}
+
+bool Accelerator::poll_checkpoint() {
+  return !checkpointer_ || checkpointer_->poll();
+}
+
+void Accelerator::wait_for_checkpoint() {
+  if (checkpointer_) checkpointer_->wait();
 }
 
 CheckpointMeta Accelerator::load_state(const std::string& path_or_dir) {

@@ -159,7 +159,10 @@ std::vector<KeySpec> build_schema() {
       .integer(MPIACCEL_KEY(C, keep_last), at_least(0), "checkpoints kept in dir; 0 = all")
       .text(MPIACCEL_KEY(C, resume), false, "none|latest|PATH",
             "start from no checkpoint, the newest in dir, or a checkpoint path")
-      .flag(MPIACCEL_KEY(C, save_at_end), "write a checkpoint after the last step");
+      .flag(MPIACCEL_KEY(C, save_at_end), "write a checkpoint after the last step")
+      .flag(MPIACCEL_KEY(C, async),
+            "write checkpoints in the background: training stalls only for a copy into host "
+            "memory (which costs that much memory)");
 
   using G = LoggingConfig;
   rows_of(rows, "logging", &Config::logging)

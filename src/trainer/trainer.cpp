@@ -116,6 +116,7 @@ struct Trainer::Loop {
   detail::Progress progress;
   TrainResult result;
   int64_t last_saved = 0;
+  std::string committed;  // a background save not yet committed
   Clock::time_point start = Clock::now();
   Clock::time_point window_start = start;
   int64_t window_steps = 0;
@@ -140,11 +141,25 @@ struct Trainer::Loop {
   }
 
   void save(int64_t steps_done) {
+    if (!committed.empty()) finish_saving();  // at most one in flight
     detail::set_activity(at_step(steps_done, "checkpoint save"));
     detail::TraceScope span("checkpoint save", detail::TraceLane::Io);
     const std::string path = acc.save_state(steps_done, loader);
     last_saved = steps_done;
-    progress.message("checkpoint " + path);
+    if (!config.checkpoint.async) {
+      progress.message("checkpoint " + path);
+      return;
+    }
+    committed = path;
+    progress.message("checkpoint " + path + " (writing in the background)");
+  }
+
+  // Waits for a background save to commit.
+  void finish_saving() {
+    detail::set_activity("waiting for the background checkpoint save");
+    acc.wait_for_checkpoint();
+    if (!committed.empty()) progress.message("checkpoint " + committed + " committed");
+    committed.clear();
   }
 
   // Forward, backward and the optimizer step of global step `n` (1-based);
@@ -237,10 +252,19 @@ struct Trainer::Loop {
   // Returns false when the run stops here (pre-empted).
   bool after_step(int64_t n, bool preempted) {
     const bool checkpointing = !config.checkpoint.dir.empty();
+    // A background save's result, at the step boundary after it finished.
+    if (checkpointing && acc.poll_checkpoint() && !committed.empty()) {
+      progress.message("checkpoint " + committed + " committed");
+      committed.clear();
+    }
     if (eval_loader && (n == tc.max_steps || (tc.eval_every > 0 && n % tc.eval_every == 0))) evaluate(n);
     if (preempted) {
-      // Every rank saw the flag in the same all-reduce: all save, all stop.
-      if (checkpointing) save(n);
+      // Every rank saw the flag in the same all-reduce: all save, all stop,
+      // once the save is committed.
+      if (checkpointing) {
+        save(n);
+        finish_saving();
+      }
       progress.message("pre-empted (SIGUSR1/SIGTERM) after step " + std::to_string(n) +
                        (checkpointing ? ": checkpoint saved; restart with checkpoint.resume=latest"
                                       : ": no [checkpoint] dir, nothing saved"));
@@ -282,6 +306,7 @@ struct Trainer::Loop {
     if (result.exit_status == kExitFinished && !config.checkpoint.dir.empty() &&
         config.checkpoint.save_at_end && last_saved != tc.max_steps && result.steps > first_step)
       save(tc.max_steps);
+    if (!config.checkpoint.dir.empty()) finish_saving();
     if (!config.logging.trace.empty()) {
       detail::write_merged_trace(acc.comm(), config.logging.trace);
       acc.print("trace: " + config.logging.trace + " (open in chrome://tracing or ui.perfetto.dev)");

@@ -114,6 +114,10 @@ struct ModelConfig {
   double dropout = 0.0;
   int64_t hidden_size = 256;            ///< MLP/CNN hidden width
   int64_t mlp_layers = 2;               ///< MLP hidden layers
+  std::string activation = "gelu";      ///< GPT MLP: gelu (exact) | gelu_tanh (GPT-2's gelu_new)
+  /// A pretrained GPT-2-format model to start from: a Hugging Face model
+  /// directory or a .safetensors file ("" = none).
+  std::string init_from;
 };
 
 struct CheckpointConfig {

@@ -35,6 +35,9 @@ struct ModelSpec {
   double dropout = 0.0;
   int64_t hidden_size = 256;
   int64_t mlp_layers = 2;
+  /// The GPT MLP's GELU: "gelu" (exact, erf) or "gelu_tanh" (the tanh
+  /// approximation: GPT-2's gelu_new).
+  std::string activation = "gelu";
 
   /// From the [model] section, with block_size = `seq_len` ([train] seq_len).
   static ModelSpec from(const ModelConfig& model, int64_t seq_len);

@@ -49,6 +49,10 @@ struct MainOptions {
   std::string name;
   /// Printed after a command-line error.
   std::string usage;
+  /// The config's text when no --config is given (a program whose config
+  /// comes from elsewhere: `mpiaccel generate` takes a checkpoint's); its
+  /// overrides apply on top. Empty: the defaults.
+  std::string config_text;
 };
 
 /// Runs `body` as described above and returns the exit status to return

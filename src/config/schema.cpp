@@ -149,7 +149,11 @@ std::vector<KeySpec> build_schema() {
       .integer(MPIACCEL_KEY(M, vocab_size), at_least(1), "GPT vocabulary (256 = bytes)")
       .real(MPIACCEL_KEY(M, dropout), below_one(), "dropout probability")
       .integer(MPIACCEL_KEY(M, hidden_size), at_least(1), "MLP/CNN hidden width")
-      .integer(MPIACCEL_KEY(M, mlp_layers), at_least(0), "MLP hidden layers");
+      .integer(MPIACCEL_KEY(M, mlp_layers), at_least(0), "MLP hidden layers")
+      .choice(MPIACCEL_KEY(M, activation), {"gelu", "gelu_tanh"},
+              "GPT MLP activation; gelu_tanh = GPT-2's gelu_new")
+      .text(MPIACCEL_KEY(M, init_from), true, "a path; empty = none",
+            "start from a pretrained GPT-2-format model (a Hugging Face directory or .safetensors)");
 
   using C = CheckpointConfig;
   rows_of(rows, "checkpoint", &Config::checkpoint)

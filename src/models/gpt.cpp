@@ -81,17 +81,21 @@ class CausalSelfAttention : public torch::nn::Module {
 
 class FeedForward : public torch::nn::Module {
  public:
-  FeedForward(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("FeedForward") {
+  FeedForward(const ModelSpec& spec, const ModelInit& init)
+      : torch::nn::Module("FeedForward"), approximate_(spec.activation == "gelu_tanh" ? "tanh" : "none") {
+    MPIACCEL_CHECK(spec.activation == "gelu" || spec.activation == "gelu_tanh",
+                   "[model] activation = " + spec.activation + " is unknown; accepted: gelu|gelu_tanh");
     fc_ = register_module("fc", built(torch::nn::Linear(spec.n_embd, 4 * spec.n_embd), init));
     proj_ = register_module("proj", built(torch::nn::Linear(4 * spec.n_embd, spec.n_embd), init));
     dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    return dropout_->forward(proj_->forward(at::gelu(fc_->forward(x))));
+    return dropout_->forward(proj_->forward(at::gelu(fc_->forward(x), approximate_)));
   }
 
  private:
+  std::string approximate_;  // at::gelu's: "none" (exact) or "tanh"
   torch::nn::Linear fc_{nullptr};
   torch::nn::Linear proj_{nullptr};
   torch::nn::Dropout dropout_{nullptr};

@@ -24,6 +24,7 @@ ModelSpec ModelSpec::from(const ModelConfig& model, int64_t seq_len) {
   spec.dropout = model.dropout;
   spec.hidden_size = model.hidden_size;
   spec.mlp_layers = model.mlp_layers;
+  spec.activation = model.activation;
   return spec;
 }
 

@@ -17,6 +17,8 @@
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/strategy.hpp"
 #include "mpiaccel/trainer.hpp"
+#include "checkpoint/hf_model.hpp"
+#include "trainer/builtin_model.hpp"
 #include "runtime/activity.hpp"
 
 namespace mpiaccel {
@@ -84,7 +86,24 @@ ModelSpec model_spec(const Config& config) {
   return spec;
 }
 
-std::shared_ptr<Model> build_model(Accelerator& acc) {
+// The end-of-run text sample. Collective: under FSDP and ZeRO-3 each forward
+// all-gathers the units' parameters, so every rank generates (the same text,
+// from the same weights and sampling seed) and rank 0 prints it.
+Trainer::EndHook text_sample(std::shared_ptr<Model> model) {
+  return [model](Accelerator& acc) {
+    detail::set_activity("generating the end-of-run text sample");
+    GenerateOptions options;
+    options.n_tokens = acc.config().train.sample_tokens;
+    options.seed = static_cast<uint64_t>(acc.config().distributed.seed);
+    acc.print("sample:\n" + detail::continue_text(acc, *model, "\n", options));
+  };
+}
+
+}  // namespace
+
+namespace detail {
+
+std::shared_ptr<Model> build_builtin_model(Accelerator& acc) {
   const Config& config = acc.config();
   // Identical initialisation on every rank (prepare also broadcasts rank 0's).
   acc.set_seed(static_cast<uint64_t>(config.distributed.seed));
@@ -97,44 +116,51 @@ std::shared_ptr<Model> build_model(Accelerator& acc) {
   } else if (!why_not.empty()) {
     acc.print("[fsdp] cpu_ram_efficient_loading: every rank builds the full model (" + why_not + ")");
   }
-  return make_model(config.train.model, model_spec(config), init);
+  std::shared_ptr<Model> model = make_model(config.train.model, model_spec(config), init);
+  if (!config.model.init_from.empty()) init_from_pretrained(acc, *model, config.model.init_from);
+  return model;
 }
 
-// The end-of-run text sample. Collective: under FSDP and ZeRO-3 each forward
-// all-gathers the units' parameters, so every rank generates (the same text,
-// from the same weights and sampling seed) and rank 0 prints it. Token data
-// made by `mpiaccel data tokenize` is decoded through its tokenizer.model.
-Trainer::EndHook text_sample(std::shared_ptr<Model> model, const TrainConfig& tc) {
-  std::shared_ptr<Tokenizer> tokenizer;
-  const std::string model_file = tc.data_dir + "/tokenizer.model";
-  if (tc.dataset == "tokens" && std::filesystem::exists(model_file))
-    tokenizer = std::make_shared<Tokenizer>(model_file);
-  return [model, tokenizer](Accelerator& acc) {
-    detail::set_activity("generating the end-of-run text sample");
-    GenerateOptions options;
-    options.n_tokens = acc.config().train.sample_tokens;
-    options.seed = static_cast<uint64_t>(acc.config().distributed.seed);
-    std::string sample;
-    if (tokenizer) {
-      // A [model] vocab_size set above the tokenizer's can sample ids it has no piece for.
-      std::vector<int64_t> ids;
-      for (int64_t id : generate_tokens(*model, tokenizer->encode("\n"), options))
-        if (id < tokenizer->vocab_size()) ids.push_back(id);
-      sample = tokenizer->decode(ids);
-    } else {
-      sample = generate(*model, "\n", options);
+// [model] init_from: rank 0 reads the pretrained weights; prepare gives every
+// other rank rank 0's parameters, whatever the strategy.
+void init_from_pretrained(Accelerator& acc, Model& model, const std::string& path) {
+  std::string why;
+  if (acc.config().train.model != "gpt") {
+    why = "[model] init_from reads GPT-2-format weights, for [train] model = gpt only";
+  } else if (acc.is_main_process()) {
+    try {
+      detail::load_hf_gpt2(model.module(), path);
+    } catch (const Error& e) {
+      why = e.message();
     }
-    acc.print("sample:\n" + printable(sample));
-  };
+  }
+  all_ok(acc.comm(), why.empty(), why);
+  acc.print("initialised from the pretrained model " + path);
 }
 
-}  // namespace
+
+std::string continue_text(Accelerator& acc, Model& gpt, const std::string& prompt,
+                          const GenerateOptions& options) {
+  const TrainConfig& tc = acc.config().train;
+  const std::string model_file = tc.data_dir + "/tokenizer.model";
+  if (tc.dataset != "tokens" || !std::filesystem::exists(model_file))
+    return printable(generate(gpt, prompt, options));
+  // Token files made by `mpiaccel data tokenize`: through their tokenizer.
+  // A [model] vocab_size above the tokenizer's can sample ids it has no piece for.
+  const Tokenizer tokenizer(model_file);
+  std::vector<int64_t> ids;
+  for (int64_t id : generate_tokens(gpt, tokenizer.encode(prompt), options))
+    if (id < tokenizer.vocab_size()) ids.push_back(id);
+  return printable(tokenizer.decode(ids));
+}
+
+}  // namespace detail
 
 TrainResult train(Accelerator& acc) {
   const TrainConfig& tc = acc.config().train;
   detail::set_activity("preparing the model and data");
   const BuiltinModel& kind = builtin_model(tc.model);
-  std::shared_ptr<Model> model = build_model(acc);
+  std::shared_ptr<Model> model = detail::build_builtin_model(acc);
   auto train_data = make_dataset(tc, "train");
   auto val_data = make_dataset(tc, "val");
   acc.print("mpiaccel train: " + tc.model + " (" + std::to_string(parameter_count(*model)) +
@@ -146,7 +172,7 @@ TrainResult train(Accelerator& acc) {
       .eval_data(val_data)
       .throughput_unit(kind.throughput_unit, kind.generates_text ? tc.seq_len : 1);
   if (kind.classifies) trainer.metric(accuracy_metric());
-  if (kind.generates_text && tc.sample_tokens > 0) trainer.at_end(text_sample(model, tc));
+  if (kind.generates_text && tc.sample_tokens > 0) trainer.at_end(text_sample(model));
   return trainer.train();
 }
 

@@ -90,8 +90,12 @@ int run_main(int argc, char** argv, const std::function<int(Accelerator&, const 
     {
       // Rank 0 reads the file; every rank parses the same bytes.
       auto bootstrap = make_mpi_world(runtime, std::chrono::seconds(120));
-      config = args.config_path.empty() ? Config::defaults(args.overrides)
-                                        : load_config(*bootstrap, args.config_path, args.overrides);
+      if (!args.config_path.empty())
+        config = load_config(*bootstrap, args.config_path, args.overrides);
+      else if (!options.config_text.empty())
+        config = Config::parse(options.config_text, options.name + " (its config)", args.overrides);
+      else
+        config = Config::defaults(args.overrides);
     }
     Accelerator accelerator(runtime, std::move(config));
     return body(accelerator, args);

@@ -71,10 +71,10 @@ expect 0 "ckpt diff identical" "$tool" ckpt diff "$ck" "$step2"
 contains "$work/out" "bit-identical" "diff same"
 
 # export -> safetensors -> Python.
-expect 0 "ckpt export" "$tool" ckpt export "$ck" -o "$work/out.safetensors"
+expect 0 "ckpt export --with-optimizer" "$tool" ckpt export "$ck" -o "$work/out.safetensors" --with-optimizer
 expect 0 "safetensors read by Python" env PYTHONPATH="$here/../python" $python "$here/../python/check_safetensors.py" "$work/out.safetensors" 2
 cat "$work/out"
-expect 0 "ckpt export --model-only" "$tool" ckpt export "$ck" -o "$work/model.safetensors" --model-only
+expect 0 "ckpt export (the model alone, by default)" "$tool" ckpt export "$ck" -o "$work/model.safetensors"
 $python -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; h=json.loads(b[8:8+n]); h.pop("__metadata__"); assert sorted(h)==["b","s","w"], h' "$work/model.safetensors" \
   || fail "--model-only keys"
 

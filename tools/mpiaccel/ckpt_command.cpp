@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "ckpt_helpers.hpp"
+
+#include "checkpoint/hf_model.hpp"
 #include "trainer/metrics_log.hpp"
 #include "command.hpp"
 #include "mpiaccel/checkpoint.hpp"
@@ -30,7 +32,8 @@ const char* kUsage =
     "       mpiaccel ckpt show PATH TENSOR [--head N]\n"
     "       mpiaccel ckpt verify PATH\n"
     "       mpiaccel ckpt diff A B [--atol X]\n"
-    "       mpiaccel ckpt export PATH -o OUT.safetensors [--model-only]\n\n"
+    "       mpiaccel ckpt export PATH -o OUT.safetensors [--with-optimizer]\n"
+    "       mpiaccel ckpt export PATH --format hf -o DIR [--max-shard-size BYTES]\n\n"
     "Reads mpiaccel checkpoints (one HDF5 file each) in this process; no mpirun needed.\n"
     "PATH is a checkpoint file or a checkpoint directory (then the file its `latest` names).\n\n"
     "  ls      step, world size, strategy, config summary, trainer state and every tensor's\n"
@@ -40,14 +43,19 @@ const char* kUsage =
     "          complete; exit 0 only if the file is intact, else names each damaged tensor.\n"
     "  diff    compares two checkpoints tensor by tensor (names, shapes, dtypes, values\n"
     "          within --atol, default 0 = bit-identical); exit 1 if they differ.\n"
-    "  export  writes the consolidated tensors to a safetensors file (dtypes kept, BF16\n"
-    "          as BF16); --model-only keeps model/ tensors and drops that prefix.\n\n"
+    "  export  writes the model's consolidated tensors to a safetensors file, named as in\n"
+    "          the model (dtypes kept, BF16 as BF16); --with-optimizer writes every tensor,\n"
+    "          optimizer state included, under its checkpoint name (model/..., optim/...).\n"
+    "          --format hf writes a directory transformers' GPT2LMHeadModel.from_pretrained\n"
+    "          loads (GPT-2 names and layout, config.json, the tokenizer of a BPE run),\n"
+    "          sharded with an index above --max-shard-size (default 5000000000).\n\n"
     "Exit status: 0 success, 1 failure (or difference / damage), 2 usage error.\n";
 
 struct Args {
   std::vector<std::string> positional;
-  bool json = false, model_only = false;
-  std::string out;
+  bool json = false, with_optimizer = false;
+  std::string out, format = "safetensors";
+  int64_t max_shard_bytes = int64_t{5} * 1000 * 1000 * 1000;
   double atol = 0.0;
   int64_t head = 10;
 };
@@ -62,7 +70,10 @@ Args parse(const std::vector<std::string>& args) {
     };
     try {
       if (arg == "--json") a.json = true;
-      else if (arg == "--model-only") a.model_only = true;
+      else if (arg == "--model-only") a.with_optimizer = false;  // the default; kept for scripts
+      else if (arg == "--with-optimizer") a.with_optimizer = true;
+      else if (arg == "--format") a.format = value("--format");
+      else if (arg == "--max-shard-size") a.max_shard_bytes = std::stoll(value("--max-shard-size"));
       else if (arg == "-o" || arg == "--output") a.out = value("-o");
       else if (arg == "--atol") a.atol = std::stod(value("--atol"));
       else if (arg == "--head") a.head = std::stoll(value("--head"));
@@ -287,9 +298,21 @@ int run_diff(const Args& a) {
 
 int run_export(const Args& a) {
   want_positional(a, 1, "export");
-  if (a.out.empty()) throw UsageError("export needs -o OUT.safetensors");
+  if (a.format != "safetensors" && a.format != "hf")
+    throw UsageError("--format " + a.format + " is unknown; accepted: safetensors|hf");
+  if (a.out.empty())
+    throw UsageError(a.format == "hf" ? "export --format hf needs -o DIR" : "export needs -o OUT.safetensors");
+  if (a.max_shard_bytes <= 0) throw UsageError("--max-shard-size must be positive");
   CheckpointReader reader(a.positional[0]);
-  export_safetensors(reader, a.out, a.model_only);
+  if (a.format == "hf") {
+    if (a.with_optimizer) throw UsageError("--with-optimizer: a Hugging Face model directory holds weights only");
+    detail::HfExport options;
+    options.max_shard_bytes = a.max_shard_bytes;
+    for (const std::string& file : detail::export_hf_gpt2(reader, a.out, options))
+      std::cout << "wrote " << a.out << "/" << file << "\n";
+    return 0;
+  }
+  export_safetensors(reader, a.out, !a.with_optimizer);
   std::cout << "wrote " << a.out << "\n";
   return 0;
 }

@@ -13,11 +13,12 @@ extern const Command kLaunchCommand;
 extern const Command kPlotCommand;
 extern const Command kEstimateMemoryCommand;
 extern const Command kDataCommand;
+extern const Command kGenerateCommand;
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> all = {kEnvCommand,   kConfigCommand, kLaunchCommand,
-                                            kDataCommand,  kTrainCommand,  kCkptCommand,
-                                            kPlotCommand,  kEstimateMemoryCommand};
+                                            kDataCommand,  kTrainCommand,  kGenerateCommand,
+                                            kCkptCommand,  kPlotCommand,   kEstimateMemoryCommand};
   return all;
 }
 

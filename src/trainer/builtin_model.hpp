@@ -1,0 +1,29 @@
+#pragma once
+// Internal: the bundled models as `mpiaccel train` builds and samples them,
+// shared with `mpiaccel generate`.
+
+#include <memory>
+#include <string>
+
+#include "mpiaccel/accelerator.hpp"
+#include "mpiaccel/models.hpp"
+
+namespace mpiaccel::detail {
+
+/// The bundled model of [train] model, as `mpiaccel train` builds it: seeded
+/// alike on every rank, deferred on ranks >= 1 under FSDP's memory-efficient
+/// init, and with [model] init_from's weights on rank 0 (prepare gives every
+/// rank rank 0's). Collective.
+std::shared_ptr<Model> build_builtin_model(Accelerator& acc);
+
+/// [model] init_from: rank 0 copies the GPT-2-format weights at `path` into
+/// `model`; a mismatch fails on every rank. Collective.
+void init_from_pretrained(Accelerator& acc, Model& model, const std::string& path);
+
+/// What the GPT `gpt` continues `prompt` with: bytes, or through the
+/// tokenizer beside a BPE run's token files; made safe for a terminal.
+/// Collective under FSDP (every rank calls it alike).
+std::string continue_text(Accelerator& acc, Model& gpt, const std::string& prompt,
+                          const GenerateOptions& options);
+
+}  // namespace mpiaccel::detail

@@ -1,0 +1,140 @@
+// `mpiaccel generate --checkpoint PATH --prompt TEXT ...`: text from the GPT
+// of any checkpoint, at any world size, under any strategy (the checkpoint's
+// own config, with the command line's overrides on top: e.g.
+// distributed.strategy=fsdp under mpirun -np 4).
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "mpiaccel/accelerator.hpp"
+#include "mpiaccel/checkpoint.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/program.hpp"
+#include "trainer/builtin_model.hpp"
+#include "trainer/optimizer_factory.hpp"
+
+namespace mpiaccel::tool {
+namespace {
+
+struct GenerateArgs {
+  std::string checkpoint, prompt = "\n", logits;
+  GenerateOptions options;
+  std::vector<std::string> overrides;
+};
+
+GenerateArgs parse(const std::vector<std::string>& args) {
+  GenerateArgs g;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw UsageError(arg + " needs a value");
+      return args[++i];
+    };
+    try {
+      if (arg == "--checkpoint") g.checkpoint = value();
+      else if (arg == "--prompt") g.prompt = value();
+      else if (arg == "--max-new") g.options.n_tokens = std::stoll(value());
+      else if (arg == "--greedy") g.options.temperature = 0;
+      else if (arg == "--temperature") g.options.temperature = std::stod(value());
+      else if (arg == "--top-k") g.options.top_k = std::stoll(value());
+      else if (arg == "--seed") g.options.seed = std::stoull(value());
+      else if (arg == "--logits") g.logits = value();
+      else if (arg.find('=') != std::string::npos && arg[0] != '-') g.overrides.push_back(arg);
+      else throw UsageError("unknown argument '" + arg + "'");
+    } catch (const std::logic_error&) {
+      throw UsageError("bad number after " + arg);
+    }
+  }
+  if (g.checkpoint.empty()) throw UsageError("--checkpoint PATH is required");
+  if (g.options.n_tokens < 0) throw UsageError("--max-new must be >= 0");
+  return g;
+}
+
+// The logits of every prompt position, [T, vocab] float32, as a .npy file
+// (numpy.load reads it).
+void write_npy(const std::string& path, const at::Tensor& logits) {
+  const at::Tensor t = logits.to(at::kCPU, at::kFloat).contiguous();
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(t.size(0)) + ", " + std::to_string(t.size(1)) + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  MPIACCEL_CHECK(file.good(), "cannot create " + path);
+  const unsigned short length = static_cast<unsigned short>(header.size());
+  file.write("\x93NUMPY\x01\x00", 8);
+  file.put(static_cast<char>(length & 0xff));
+  file.put(static_cast<char>(length >> 8));
+  file << header;
+  file.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * 4));
+  MPIACCEL_CHECK(file.good(), "writing " + path + " failed");
+}
+
+int generate_from(Accelerator& acc, const GenerateArgs& g) {
+  MPIACCEL_CHECK(acc.config().train.model == "gpt",
+                 g.checkpoint + " holds a " + acc.config().train.model + ", not a GPT: nothing to generate with");
+  std::shared_ptr<Model> model = detail::build_builtin_model(acc);
+  auto optimizer = detail::make_optimizer(acc.config().optimizer, model->module());
+  acc.prepare(std::shared_ptr<torch::nn::Module>(model, &model->module()), optimizer);
+  acc.load_state(g.checkpoint);
+  if (!g.logits.empty()) {
+    // Through the model as generate() runs it (collective under FSDP).
+    at::NoGradGuard no_grad;
+    model->module().eval();
+    std::vector<int64_t> bytes(g.prompt.begin(), g.prompt.end());
+    for (int64_t& b : bytes) b &= 0xff;
+    const at::Tensor tokens = at::tensor(bytes, at::kLong).unsqueeze(0).to(at::Device(acc.device()));
+    const at::Tensor logits = model->forward(tokens).squeeze(0);
+    if (acc.is_main_process()) write_npy(g.logits, logits);
+  }
+  const std::string text = detail::continue_text(acc, *model, g.prompt, g.options);
+  if (acc.is_main_process()) {
+    std::cout << g.prompt << text << std::endl;
+  }
+  return 0;
+}
+
+int run_generate(const std::vector<std::string>& args, int* argc, char*** argv) {
+  const GenerateArgs g = parse(args);
+  MainOptions options;
+  options.name = "mpiaccel: generate";
+  options.usage = "(see `mpiaccel generate --help`)\n";
+  // The checkpoint's own config, read here (one small dataset; every rank
+  // reads it); nothing is trained, so nothing resumes, saves or starts from
+  // a pretrained model.
+  options.config_text = CheckpointReader(g.checkpoint).info().config_text;
+  std::vector<std::string> words = {(*argv)[0], "checkpoint.resume=none", "model.init_from="};
+  words.insert(words.end(), g.overrides.begin(), g.overrides.end());
+  std::vector<char*> program_argv;
+  for (std::string& w : words) program_argv.push_back(w.data());
+  program_argv.push_back(nullptr);
+  return run_main(static_cast<int>(words.size()), program_argv.data(),
+                  [&g](Accelerator& acc) { return generate_from(acc, g); }, options);
+}
+
+}  // namespace
+
+extern const Command kGenerateCommand = {
+    "generate", "text from the GPT of a checkpoint",
+    "usage: [mpirun -np N] mpiaccel generate --checkpoint PATH [--prompt TEXT] [--max-new N]\n"
+    "                         [--greedy | --temperature T] [--top-k K] [--seed S]\n"
+    "                         [--logits FILE.npy] [section.key=value ...]\n\n"
+    "Continues TEXT (default: a newline) with N new tokens (default 200) from the GPT of\n"
+    "the checkpoint PATH (a file, or a directory's latest), saved at any world size by\n"
+    "any strategy; it runs under the checkpoint's own config, with the overrides on top\n"
+    "(distributed.strategy=fsdp, ...), alone or under mpirun/srun. Bytes, or through the\n"
+    "tokenizer beside the token files of a BPE run. --greedy takes the most likely token\n"
+    "each time; else sampling at --temperature (0.8) among the --top-k (40) most likely,\n"
+    "seeded by --seed (1234): the same text every time. --logits writes the logits of\n"
+    "every position of the (byte) prompt, [T, vocab] float32, as a .npy file. Rank 0\n"
+    "prints the prompt and its continuation.\n",
+    run_generate};
+
+}  // namespace mpiaccel::tool

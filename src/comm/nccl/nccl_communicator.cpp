@@ -42,6 +42,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <initializer_list>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -281,6 +282,9 @@ class NcclCommunicator final : public Communicator, public HostBacked {
 
  private:
   void check(const at::Tensor& tensor, const char* op, const char* argument) const;
+  /// Host tensors (a loss to average, a count) travel over the host MPI
+  /// communicator; CUDA ones over NCCL; a mix is an error.
+  static bool on_host(std::initializer_list<at::Tensor> tensors);
   // Puts `issue` (the NCCL calls) on the stream under one lock, so calls from
   // several threads reach NCCL whole and in one order.
   WorkHandle launch(const char* name, std::string description, std::vector<at::Tensor> tensors,
@@ -407,6 +411,17 @@ std::shared_ptr<ClockAnchor> NcclCommunicator::anchor() {
   return anchor_;
 }
 
+bool NcclCommunicator::on_host(std::initializer_list<at::Tensor> tensors) {
+  bool host = true, device = true;
+  for (const at::Tensor& t : tensors) {
+    host = host && t.defined() && t.device().is_cpu();
+    device = device && !(t.defined() && t.device().is_cpu());
+  }
+  MPIACCEL_CHECK(host || device, "an NCCL communicator op got host and CUDA tensors together: "
+                                 "put them all on the GPU, or all on the host");
+  return host;
+}
+
 void NcclCommunicator::check(const at::Tensor& tensor, const char* op,
                              const char* argument) const {
   check_tensor(tensor, op, argument, /*want_cuda=*/true, "NCCL");
@@ -434,6 +449,7 @@ WorkHandle NcclCommunicator::launch(const char* name, std::string description,
 }
 
 WorkHandle NcclCommunicator::all_reduce_async(at::Tensor tensor, ReduceOp op) {
+  if (on_host({tensor})) return host_->all_reduce_async(std::move(tensor), op);
   check(tensor, "all_reduce", "tensor");
   check_reduce_op(op, tensor.scalar_type(), "all_reduce");
   const ncclDataType_t type = nccl_datatype(tensor.scalar_type());
@@ -445,6 +461,7 @@ WorkHandle NcclCommunicator::all_reduce_async(at::Tensor tensor, ReduceOp op) {
 
 WorkHandle NcclCommunicator::reduce_scatter_async(at::Tensor output, at::Tensor input,
                                                   ReduceOp op) {
+  if (on_host({output, input})) return host_->reduce_scatter_async(std::move(output), std::move(input), op);
   const char* name = "reduce_scatter";
   check(output, name, "output");
   check(input, name, "input");
@@ -460,6 +477,7 @@ WorkHandle NcclCommunicator::reduce_scatter_async(at::Tensor output, at::Tensor 
 }
 
 WorkHandle NcclCommunicator::all_gather_async(at::Tensor output, at::Tensor input) {
+  if (on_host({output, input})) return host_->all_gather_async(std::move(output), std::move(input));
   const char* name = "all_gather";
   check(output, name, "output");
   check(input, name, "input");
@@ -474,6 +492,8 @@ WorkHandle NcclCommunicator::all_gather_async(at::Tensor output, at::Tensor inpu
 
 WorkHandle NcclCommunicator::all_gather_uneven_async(at::Tensor output, at::Tensor input,
                                                      std::vector<int64_t> counts) {
+  if (on_host({output, input}))
+    return host_->all_gather_uneven_async(std::move(output), std::move(input), std::move(counts));
   const char* name = "all_gather_uneven";
   check(output, name, "output");
   check(input, name, "input");
@@ -504,6 +524,7 @@ WorkHandle NcclCommunicator::all_gather_uneven_async(at::Tensor output, at::Tens
 }
 
 WorkHandle NcclCommunicator::broadcast_async(at::Tensor tensor, int root) {
+  if (on_host({tensor})) return host_->broadcast_async(std::move(tensor), root);
   check(tensor, "broadcast", "tensor");
   check_root(root, size(), "broadcast");
   const ncclDataType_t type = nccl_datatype(tensor.scalar_type());

@@ -207,8 +207,15 @@ BOOST_AUTO_TEST_CASE(first_bucket_all_reduce_overlaps_backward) {
   mpiaccel::detail::DdpStrategy strategy(ddp_config(1), world_ptr());
   strategy.prepare(model, opt);
   auto& reducer = strategy.reducer();
-  bool overlapped = true;
-  for (int step = 0; step < 3; ++step) {
+  // Launching before backward ends is the reducer's doing: every step.
+  // Starting before it ends also needs the communication thread to get a
+  // core while backward computes, which a loaded machine (ctest -j2, ranks
+  // oversubscribed) may deny now and then: at least half the steps after
+  // the rebuild.
+  bool launched_early = true;
+  int started_early = 0;
+  constexpr int kSteps = 5;
+  for (int step = 0; step < kSteps; ++step) {
     torch::manual_seed(50 + step);
     auto x = torch::randn({256, 256});
     strategy.zero_grad(*opt);
@@ -226,12 +233,14 @@ BOOST_AUTO_TEST_CASE(first_bucket_all_reduce_overlaps_backward) {
                                << ms(timings[0].started) << " ms, backward ended " << ms(end)
                                << " ms, last bucket finished " << ms(timings.back().finished)
                                << " ms");
-    if (step > 0)  // after the rebuild too
-      overlapped = overlapped && timings.size() > 1 && timings[0].started < end &&
-                   timings[0].launched < end;
+    if (step > 0) {  // after the rebuild too
+      launched_early = launched_early && timings.size() > 1 && timings[0].launched < end;
+      started_early += timings[0].started < end ? 1 : 0;
+    }
     opt->step();
   }
-  MPIACCEL_CHECK_ALL(overlapped);
+  MPIACCEL_CHECK_ALL(launched_early);
+  MPIACCEL_CHECK_ALL(2 * started_early >= kSteps - 1);
 }
 
 BOOST_AUTO_TEST_CASE(libtorch_optimizer_zero_grad_keeps_bucket_views) {

@@ -7,6 +7,7 @@
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
 #include "runtime/device_streams.hpp"
+#include "runtime/trace.hpp"
 
 namespace mpiaccel::detail {
 
@@ -46,6 +47,7 @@ void AsyncSave::start(const ShardedStateDict& state, int64_t step, CheckpointMet
   error_.clear();
   path_.clear();
   writer_ = std::thread([this, step, meta = std::move(meta), write = std::move(write)] {
+    TraceScope span("checkpoint write (background)", TraceLane::Io);
     try {
       path_ = write(staged_, step, meta);
     } catch (const Error& e) {

@@ -18,6 +18,9 @@
 // extra read is at most two partial shards per tensor and nothing when the
 // layout is unchanged. On the raw path the CRCs are computed on the fly and
 // only the rank's own rows are copied.
+//
+// Tensors that every rank loads whole are read once in all: each rank reads
+// a slice and the ranks all-gather (replicated_load.hpp).
 
 #include <ATen/core/Tensor.h>
 #include <hdf5.h>
@@ -26,6 +29,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "checkpoint/byte_codec.hpp"
 #include "checkpoint/checkpoint_impl.hpp"
@@ -34,6 +38,7 @@
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/parallel_file.hpp"
 #include "checkpoint/raw_reader.hpp"
+#include "checkpoint/replicated_load.hpp"
 #include "checkpoint/tensor_io.hpp"
 #include "mpiaccel/log.hpp"
 #include "runtime/check_hdf5.hpp"
@@ -181,8 +186,19 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
   std::unique_ptr<RawReader> raw;
   {
     H5Id dxpl = make_transfer_list(false);
+    // Tensors every rank loads whole: each byte read once, by one rank.
+    const std::vector<bool> replicated = replicated_targets(comm, info, raw_offsets, targets);
+    std::set<std::string> shared;
+    for (size_t i = 0; i < replicated.size(); ++i)
+      if (replicated[i]) shared.insert(info.tensors[i].name);
+    if (!shared.empty()) {
+      recorded(&error, [&] { raw = std::make_unique<RawReader>(info.path); });
+      all_ok(comm, error.empty(), error);
+      recorded(&error, [&] { read_replicated(comm, *raw, info, raw_offsets, targets, replicated); });
+    }
     recorded(&error, [&] {
       for (auto& target : targets.tensors) {
+        if (shared.count(target.name)) continue;
         const int64_t offset = raw_offsets[target.name];
         if (offset < 0) {
           read_target(file, dxpl, info, target);

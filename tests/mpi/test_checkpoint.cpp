@@ -396,3 +396,54 @@ BOOST_AUTO_TEST_CASE(read_paths_agree_raw_direct_buffered_and_hdf5) {
   ::unsetenv("MPIACCEL_CKPT_DIRECT_IO");
   load_and_check("saved through the page cache, raw O_DIRECT", buffered);
 }
+
+namespace {
+
+// What read calls of this process have returned so far (/proc/self/io rchar).
+int64_t bytes_read_by_calls() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  int64_t value = 0;
+  while (io >> key >> value)
+    if (key == "rchar:") return value;
+  return -1;
+}
+
+// Sum over the ranks of the bytes their read calls returned during `load`.
+int64_t bytes_read_by_all(const std::function<void()>& load) {
+  world().barrier();
+  const int64_t before = bytes_read_by_calls();
+  load();
+  return world().all_reduce_int(bytes_read_by_calls() - before);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(replicated_targets_read_each_byte_once) {
+  // Two 4 MiB tensors and the mixed list, loaded whole on every rank (as DDP
+  // replicas load): each byte is read once in all, give or take the manifest
+  // and O_DIRECT's 4 KiB block edges; without it (MPIACCEL_CKPT_READ_ONCE=0)
+  // every rank reads everything.
+  SharedDir dir("ckpt");
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  auto list = specs();
+  list.push_back({"model/big.0", {4096, 256}, at::kFloat});
+  list.push_back({"model/big.1", {1024, 1024}, at::kFloat});
+  ckpt.save(make_state(list, even_here), 1, make_meta(1));
+  const auto whole = [](int64_t rows) { return RowRange{0, rows}; };
+  const int64_t tensor_bytes = int64_t{8} << 20;  // the two big ones; the rest are < 2 KiB
+  const int n = world().size();
+  for (const char* mode : {"1", "0"}) {
+    BOOST_TEST_CONTEXT("MPIACCEL_CKPT_READ_ONCE=" << mode) {
+      ::setenv("MPIACCEL_CKPT_READ_ONCE", mode, 1);
+      ShardedStateDict targets = make_targets(list, whole);
+      const int64_t read = bytes_read_by_all([&] { ckpt.load(dir.path, targets); });
+      MPIACCEL_CHECK_ALL(check_targets(list, targets).empty());
+      BOOST_TEST_MESSAGE("np " << n << " mode " << mode << ": " << read << " bytes read for "
+                               << tensor_bytes);
+      const int64_t expected = mode[0] == '1' ? tensor_bytes : n * tensor_bytes;
+      MPIACCEL_CHECK_ALL(read >= expected && read < expected + (int64_t{1} << 20) * n);
+    }
+  }
+  ::unsetenv("MPIACCEL_CKPT_READ_ONCE");
+}

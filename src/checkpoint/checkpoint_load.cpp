@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <unordered_map>
 
 #include "checkpoint/byte_codec.hpp"
 #include "checkpoint/checkpoint_impl.hpp"
@@ -39,6 +40,7 @@
 #include "checkpoint/parallel_file.hpp"
 #include "checkpoint/raw_reader.hpp"
 #include "checkpoint/replicated_load.hpp"
+#include "checkpoint/shard_exchange.hpp"
 #include "checkpoint/tensor_io.hpp"
 #include "mpiaccel/log.hpp"
 #include "runtime/check_hdf5.hpp"
@@ -59,9 +61,8 @@ void recorded(std::string* first_error, F&& what) {
 }
 
 // Throws if `target` cannot receive the saved tensor.
-void check_target(const CheckpointInfo& info, const ShardedTensor& target) {
+void check_target(const CheckpointInfo& info, const TensorInfo* saved, const ShardedTensor& target) {
   const std::string where = "checkpoint " + info.path;
-  const TensorInfo* saved = info.find(target.name);
   MPIACCEL_CHECK(saved != nullptr, where + " has no tensor " + target.name +
                                        " (a checkpoint of a different model or optimizer?)");
   MPIACCEL_CHECK(saved->shape == target.global_shape,
@@ -94,8 +95,8 @@ void check_target(const CheckpointInfo& info, const ShardedTensor& target) {
 }
 
 // Reads target.local's rows; every whole shard touched is CRC-checked.
-void read_target(hid_t file, hid_t dxpl, const CheckpointInfo& info, ShardedTensor& target) {
-  const TensorInfo& saved = *info.find(target.name);
+void read_target(hid_t file, hid_t dxpl, const CheckpointInfo& info, const TensorInfo& saved,
+                 ShardedTensor& target) {
   if (target.row_count == 0 || saved.bytes == 0) return;
   int64_t lo = 0, hi = 0;
   covering_shards(saved, target.row_begin, target.row_count, &lo, &hi);
@@ -117,8 +118,7 @@ void read_target(hid_t file, hid_t dxpl, const CheckpointInfo& info, ShardedTens
 // are streamed once, checksummed on the fly, and only the target's rows are
 // copied out (into the target itself when it can take the bytes as they are).
 void read_target_raw(RawReader& reader, int64_t offset, const CheckpointInfo& info,
-                     ShardedTensor& target) {
-  const TensorInfo& saved = *info.find(target.name);
+                     const TensorInfo& saved, ShardedTensor& target) {
   if (target.row_count == 0 || saved.bytes == 0) return;
   at::Tensor& local = target.local;
   const bool in_place =
@@ -141,13 +141,19 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
   const auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   const auto t_start = Clock::now();
   std::string error, manifest;
-  ByteWriter offsets_out;
+  ByteWriter offsets_out, index_out;
   if (rank == 0) {
     recorded(&error, [&] {
       const std::string path = resolve_checkpoint(path_or_dir);
       H5Id file = open_checkpoint_file_serial(path);
-      const CheckpointInfo read = read_manifest(file, path);
+      ShardIndex index;
+      const CheckpointInfo read = read_manifest_indexed(file, path, &index);
       manifest = encode_manifest(read);
+      index_out.i64(index.present ? 1 : 0);
+      for (size_t i = 0; i < index.first.size(); ++i) {
+        index_out.i64(index.first[i]);
+        index_out.i64(index.count[i]);
+      }
       for (int64_t offset : raw_data_offsets(file, read)) offsets_out.i64(offset);
     });
   }
@@ -155,21 +161,39 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
   message.str(error);
   message.str(manifest);
   message.str(offsets_out.take());
+  message.str(index_out.take());
   const std::string received = comm.broadcast_bytes(message.take(), 0);
   ByteReader reader(received);
   error = reader.str();
   if (!error.empty()) MPIACCEL_THROW(error);  // the same on every rank
-  const CheckpointInfo info = decode_manifest(reader.str());
+  CheckpointInfo info = decode_manifest(reader.str());
   std::map<std::string, int64_t> raw_offsets;  // tensors readable without HDF5
   {
     const std::string bytes = reader.str();
     ByteReader r(bytes);
     for (const auto& t : info.tensors) raw_offsets[t.name] = r.i64();
   }
+  ShardIndex index;  // present: each rank fetches only the shard records it needs
+  {
+    const std::string bytes = reader.str();
+    ByteReader r(bytes);
+    index.present = r.i64() != 0;
+    if (index.present)
+      for (size_t i = 0; i < info.tensors.size(); ++i) {
+        index.first.push_back(r.i64());
+        index.count.push_back(r.i64());
+      }
+  }
   const double t_manifest = since(t_start);
+  std::unordered_map<std::string, const TensorInfo*> saved_by_name;  // O(1) lookups, not O(tensors)
+  for (const auto& t : info.tensors) saved_by_name[t.name] = &t;
+  const auto saved_named = [&](const std::string& name) -> const TensorInfo* {
+    auto it = saved_by_name.find(name);
+    return it == saved_by_name.end() ? nullptr : it->second;
+  };
 
   recorded(&error, [&] {
-    for (const auto& target : targets.tensors) check_target(info, target);
+    for (const auto& target : targets.tensors) check_target(info, saved_named(target.name), target);
   });
   all_ok(comm, error.empty(), error);
 
@@ -181,6 +205,7 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
   });
   all_ok(comm, error.empty(), error);
 
+  if (index.present) fetch_covering_shards(world, comm, file, info, index, targets);
   const double t_open = since(t_start);
   CheckpointMeta meta;
   std::unique_ptr<RawReader> raw;
@@ -201,11 +226,11 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
         if (shared.count(target.name)) continue;
         const int64_t offset = raw_offsets[target.name];
         if (offset < 0) {
-          read_target(file, dxpl, info, target);
+          read_target(file, dxpl, info, *saved_named(target.name), target);
           continue;
         }
         if (!raw) raw = std::make_unique<RawReader>(info.path);
-        read_target_raw(*raw, offset, info, target);
+        read_target_raw(*raw, offset, info, *saved_named(target.name), target);
       }
     });
     if (info.world_size == size) {

@@ -2,15 +2,16 @@
 // (all_ok), so that a failure any rank can detect before or after the
 // collective HDF5 section makes every rank throw the same error:
 //   1. local checks, host copies;
-//   2. agreement on the tensor list (rank 0's is the reference), gathering
-//      of the shard records on rank 0, which checks they tile every tensor,
-//      creates the directory and checks free space;
+//   2. agreement on the tensor list (rank 0's is the reference), the shard
+//      table's plan (shard_plan.hpp: each record's row, every tensor's rows
+//      held exactly once, from O(tensors) collectives); rank 0 creates the
+//      directory and checks free space;
 //   3. the file and all its objects are created (metadata only; the same
 //      calls with the same arguments on every rank, as parallel HDF5 needs);
 //   4. each rank writes its tensor rows at the addresses HDF5 allocated
 //      (RawWriter, O_DIRECT where possible), computing their CRC32C on the
-//      staged copy; rank 0 gathers the CRCs; HDF5 writes the small datasets
-//      (shard table, config, RNG) and closes the file; every rank syncs once
+//      staged copy; every rank writes its own rows of the shard table; HDF5
+//      writes the small datasets (index, config, RNG) and closes the file; every rank syncs once
 //      (errors are recorded and the remaining collective calls still made,
 //      so no rank leaves the sequence early);
 //   5. rank 0 commits (rename, fsync, latest) and prunes.
@@ -38,6 +39,7 @@
 #include "checkpoint/h5_types.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/parallel_file.hpp"
+#include "checkpoint/shard_plan.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/log.hpp"
 #include "runtime/check_hdf5.hpp"
@@ -122,33 +124,6 @@ std::string first_difference(const std::string& mine, const std::string& referen
   }
 }
 
-// Rank 0: every tensor's rows are written by exactly one rank.
-void check_tiling_of_records(const std::vector<ShardRecord>& records,
-                             const std::vector<LocalShard>& shards) {
-  std::map<std::string, std::vector<const ShardRecord*>> by_name;
-  for (const auto& r : records) by_name[r.name].push_back(&r);
-  for (const auto& s : shards) {
-    auto& list = by_name[s.tensor->name];
-    std::sort(list.begin(), list.end(),
-              [](const ShardRecord* a, const ShardRecord* b) { return a->first_row < b->first_row; });
-    int64_t next = 0;
-    for (const auto* r : list) {
-      MPIACCEL_CHECK(r->first_row >= next,
-                     "checkpoint: tensor " + s.tensor->name + ": rows from " +
-                         std::to_string(r->first_row) + " are held by rank " +
-                         std::to_string(r->rank) + " and another rank; each row must be saved "
-                         "by exactly one rank");
-      MPIACCEL_CHECK(r->first_row == next,
-                     "checkpoint: tensor " + s.tensor->name + ": rows [" + std::to_string(next) +
-                         ", " + std::to_string(r->first_row) + ") are held by no rank");
-      next = r->first_row + r->rows;
-    }
-    MPIACCEL_CHECK(next == s.rows, "checkpoint: tensor " + s.tensor->name + ": rows [" +
-                                       std::to_string(next) + ", " + std::to_string(s.rows) +
-                                       ") are held by no rank");
-  }
-}
-
 }  // namespace
 
 std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::string& dir,
@@ -190,20 +165,22 @@ std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::strin
          "checkpoint: ranks save different tensor lists: " + difference);
 
   std::vector<ShardRecord> records;
+  std::vector<size_t> tensor_of;
   size_t name_length = 1;
-  for (const auto& s : shards) {
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const LocalShard& s = shards[i];
     name_length = std::max(name_length, s.tensor->name.size() + 1);
     const ShardedTensor& t = *s.tensor;
-    if (t.row_count > 0)
+    if (t.row_count > 0 || (s.rows == 0 && rank == 0)) {  // a tensor without rows still has a record
       records.push_back({t.name, rank, t.row_begin, t.row_count, 0});
-    else if (s.rows == 0 && rank == 0)
-      records.push_back({t.name, 0, 0, 0, 0});  // a tensor without rows still has a record
+      tensor_of.push_back(i);
+    }
   }
+  // Where each record goes in the table; every tensor's rows held exactly once.
+  ShardTablePlan table = plan_shard_table(world, comm, shards, records, tensor_of);
   ByteWriter sizes;
   sizes.i64(static_cast<int64_t>(meta.rng_state.size()));
-  sizes.i64(static_cast<int64_t>(records.size()));
   const auto counts = comm.all_gather_bytes(sizes.take());
-  const auto gathered = comm.gather_bytes(encode_records(records), 0);
 
   WriteInput in;
   in.world = world;
@@ -218,18 +195,14 @@ std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::strin
   in.rng_state = &meta.rng_state;
   in.timing = &file_timing;
   in.my_records = records;
+  in.record_tensor = tensor_of;
+  in.table = std::move(table);
   for (const auto& c : counts) {
     ByteReader r(c);
     in.rng_sizes.push_back(r.i64());
-    in.record_count += static_cast<size_t>(r.i64());
   }
   if (rank == 0) {
     recorded(&error, [&] {
-      for (const auto& g : gathered) {
-        auto part = decode_records(g);
-        in.all_records.insert(in.all_records.end(), part.begin(), part.end());
-      }
-      check_tiling_of_records(in.all_records, shards);
       make_directories(dir);
       int64_t needed = 0;
       for (const auto& s : shards) needed += s.bytes;

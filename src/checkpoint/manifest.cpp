@@ -54,7 +54,8 @@ H5Id shard_file_type(size_t name_length) {
   return type;
 }
 
-std::vector<ShardRecord> read_shard_table(hid_t file, const std::string& path) {
+// The shard table's dataset, checked to be one.
+H5Id open_shard_table(hid_t file, const std::string& path, size_t* name_length, int64_t* count) {
   MPIACCEL_CHECK(object_exists(file, kShardTablePath),
                  "checkpoint " + path + " has no " + kShardTablePath +
                      " (incomplete or damaged file)");
@@ -65,16 +66,25 @@ std::vector<ShardRecord> read_shard_table(hid_t file, const std::string& path) {
   const int name_index = H5Tget_member_index(ftype, "name");
   MPIACCEL_CHECK(name_index >= 0, "checkpoint " + path + ": shard table without names");
   H5Id name_type(MPIACCEL_CHECK_HDF5(H5Tget_member_type(ftype, name_index)));
-  const size_t name_length = H5Tget_size(name_type);
+  *name_length = H5Tget_size(name_type);
   H5Id space(MPIACCEL_CHECK_HDF5(H5Dget_space(dset)));
-  const hssize_t count = H5Sget_simple_extent_npoints(space);
-  MPIACCEL_CHECK(count >= 0, "checkpoint " + path + ": unreadable shard table");
+  *count = H5Sget_simple_extent_npoints(space);
+  MPIACCEL_CHECK(*count >= 0, "checkpoint " + path + ": unreadable shard table");
+  return dset;
+}
+
+// Reads the table rows `selection` picks (all when it is H5S_ALL), `n` of them.
+std::vector<ShardRecord> read_selected_records(hid_t dset, size_t name_length, hid_t selection,
+                                               size_t n, hid_t dxpl) {
   size_t record_size = 0;
   H5Id mtype = shard_memory_type(name_length, &record_size);
-  std::vector<unsigned char> buffer(record_size * static_cast<size_t>(count) + 1);
-  if (count > 0)
-    MPIACCEL_CHECK_HDF5(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()));
-  std::vector<ShardRecord> records(static_cast<size_t>(count));
+  std::vector<unsigned char> buffer(record_size * n + 1);
+  const hsize_t dims[1] = {n};
+  H5Id mem_space(MPIACCEL_CHECK_HDF5(H5Screate_simple(1, dims, nullptr)));
+  if (n > 0)
+    MPIACCEL_CHECK_HDF5(H5Dread(dset, mtype, selection == H5S_ALL ? H5S_ALL : mem_space.get(),
+                                selection, dxpl, buffer.data()));
+  std::vector<ShardRecord> records(n);
   const size_t off_rank = (name_length + 7) / 8 * 8;
   for (size_t i = 0; i < records.size(); ++i) {
     const unsigned char* row = buffer.data() + i * record_size;
@@ -87,6 +97,13 @@ std::vector<ShardRecord> read_shard_table(hid_t file, const std::string& path) {
     std::memcpy(&r.crc32c, row + off_rank + 24, 4);
   }
   return records;
+}
+
+std::vector<ShardRecord> read_shard_table(hid_t file, const std::string& path) {
+  size_t name_length = 0;
+  int64_t count = 0;
+  H5Id dset = open_shard_table(file, path, &name_length, &count);
+  return read_selected_records(dset, name_length, H5S_ALL, static_cast<size_t>(count), H5P_DEFAULT);
 }
 
 void read_tensor_header(hid_t file, const std::string& path, TensorInfo* t) {
@@ -177,7 +194,10 @@ void check_format(hid_t file, const std::string& path) {
                      std::to_string(kCheckpointFormatVersion) + " (use a newer mpiaccel)");
 }
 
-CheckpointInfo read_manifest(hid_t file, const std::string& path) {
+namespace {
+
+// The manifest without its tensors: root attributes, config, trainer, optim.
+CheckpointInfo read_manifest_header(hid_t file, const std::string& path) {
   check_format(file, path);
   CheckpointInfo info;
   info.path = path;
@@ -213,6 +233,13 @@ CheckpointInfo read_manifest(hid_t file, const std::string& path) {
     info.attributes = read_attributes_as_text(group);
   }
 
+  return info;
+}
+
+}  // namespace
+
+CheckpointInfo read_manifest(hid_t file, const std::string& path) {
+  CheckpointInfo info = read_manifest_header(file, path);
   std::vector<ShardRecord> records = read_shard_table(file, path);
   std::unordered_map<std::string, size_t> index;
   for (const auto& r : records) {
@@ -233,8 +260,106 @@ CheckpointInfo read_manifest(hid_t file, const std::string& path) {
   return info;
 }
 
-void write_shard_table(hid_t meta_group, const std::vector<ShardRecord>& records, size_t total,
-                       size_t name_length, hid_t dxpl) {
+CheckpointInfo read_manifest_indexed(hid_t file, const std::string& path, ShardIndex* index) {
+  index->present = object_exists(file, kShardIndexPath);
+  if (!index->present) return read_manifest(file, path);
+  CheckpointInfo info = read_manifest_header(file, path);
+  size_t name_length = 0;
+  int64_t table_rows = 0;
+  H5Id table = open_shard_table(file, path, &name_length, &table_rows);
+  // [tensors][2] int64: each tensor's first row in the table and its count.
+  H5Id dset(MPIACCEL_CHECK_HDF5(H5Dopen2(file, kShardIndexPath, H5P_DEFAULT)));  // independent
+  H5Id space(MPIACCEL_CHECK_HDF5(H5Dget_space(dset)));
+  hsize_t dims[2] = {0, 0};
+  const bool shaped = H5Sget_simple_extent_ndims(space) == 2 &&
+                      H5Sget_simple_extent_dims(space, dims, nullptr) == 2 && dims[1] == 2 &&
+                      dims[0] <= static_cast<hsize_t>(table_rows);
+  MPIACCEL_CHECK(shaped, "checkpoint " + path + ": " + kShardIndexPath +
+                             " is not a [tensors, 2] index of /meta/shards (damaged file)");
+  std::vector<int64_t> pairs(2 * dims[0] + 1);
+  if (dims[0] > 0)
+    MPIACCEL_CHECK_HDF5(H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, pairs.data()));
+  const size_t n = dims[0];
+  index->first.resize(n);
+  index->count.resize(n);
+  int64_t next = 0;
+  std::vector<hsize_t> firsts(n);
+  for (size_t i = 0; i < n; ++i) {
+    index->first[i] = pairs[2 * i];
+    index->count[i] = pairs[2 * i + 1];
+    MPIACCEL_CHECK(index->first[i] == next && index->count[i] >= 1 &&
+                       index->count[i] <= table_rows - next,
+                   "checkpoint " + path + ": " + kShardIndexPath + " row " + std::to_string(i) +
+                       " does not continue /meta/shards (damaged file)");
+    firsts[i] = static_cast<hsize_t>(next);
+    next += index->count[i];
+  }
+  MPIACCEL_CHECK(next == table_rows, "checkpoint " + path + ": " + kShardIndexPath + " covers " +
+                                         std::to_string(next) + " of the " +
+                                         std::to_string(table_rows) + " rows of /meta/shards");
+  // Each tensor's name from its first table row: O(tensors), not O(shards).
+  H5Id selection(MPIACCEL_CHECK_HDF5(H5Dget_space(table)));
+  if (n > 0)
+    MPIACCEL_CHECK_HDF5(H5Sselect_elements(selection, H5S_SELECT_SET, n, firsts.data()));
+  const auto heads = read_selected_records(table, name_length, selection, n, H5P_DEFAULT);
+  std::unordered_map<std::string, size_t> seen;
+  info.tensors.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    MPIACCEL_CHECK(seen.emplace(heads[i].name, i).second,
+                   "checkpoint " + path + ": tensor " + heads[i].name +
+                       " appears twice in " + kShardIndexPath + " (damaged file)");
+    info.tensors[i].name = heads[i].name;
+    read_tensor_header(file, path, &info.tensors[i]);
+  }
+  return info;
+}
+
+std::vector<ShardRecord> read_shard_rows(hid_t file, const std::string& path, int64_t first,
+                                         int64_t count, hid_t dxpl) {
+  size_t name_length = 0;
+  int64_t table_rows = 0;
+  H5Id dset = open_shard_table(file, path, &name_length, &table_rows);
+  MPIACCEL_CHECK(first >= 0 && count >= 0 && first + count <= table_rows,
+                 "checkpoint " + path + ": rows [" + std::to_string(first) + ", " +
+                     std::to_string(first + count) + ") outside /meta/shards");
+  H5Id selection(MPIACCEL_CHECK_HDF5(H5Dget_space(dset)));
+  const hsize_t start[1] = {static_cast<hsize_t>(first)}, n[1] = {static_cast<hsize_t>(count)};
+  if (count > 0)
+    MPIACCEL_CHECK_HDF5(H5Sselect_hyperslab(selection, H5S_SELECT_SET, start, nullptr, n, nullptr));
+  else
+    MPIACCEL_CHECK_HDF5(H5Sselect_none(selection));
+  return read_selected_records(dset, name_length, selection, static_cast<size_t>(count), dxpl);
+}
+
+void check_shard_tiling(const std::string& path, const TensorInfo& t) { check_tiling(path, t); }
+
+void write_shard_index(hid_t meta_group, const std::vector<int64_t>& counts, bool writer,
+                       hid_t dxpl) {
+  const hsize_t dims[2] = {counts.size(), 2};
+  H5Id space(MPIACCEL_CHECK_HDF5(H5Screate_simple(2, dims, nullptr)));
+  H5Id dset(MPIACCEL_CHECK_HDF5(H5Dcreate2(meta_group, "shard_index", H5T_STD_I64LE, space,
+                                           H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));  // collective
+  std::vector<int64_t> pairs(2 * counts.size() + 1);
+  int64_t next = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    pairs[2 * i] = next;
+    pairs[2 * i + 1] = counts[i];
+    next += counts[i];
+  }
+  H5Id file_space(MPIACCEL_CHECK_HDF5(H5Dget_space(dset)));
+  H5Id mem_space(MPIACCEL_CHECK_HDF5(H5Screate_simple(2, dims, nullptr)));
+  if (!writer) {
+    MPIACCEL_CHECK_HDF5(H5Sselect_none(file_space));
+    MPIACCEL_CHECK_HDF5(H5Sselect_none(mem_space));
+  }
+  if (!counts.empty())
+    MPIACCEL_CHECK_HDF5(H5Dwrite(dset, H5T_NATIVE_INT64, mem_space, file_space, dxpl, pairs.data()));  // collective
+}
+
+void write_shard_table(hid_t meta_group, const std::vector<ShardRecord>& records,
+                       const std::vector<int64_t>& positions, size_t total, size_t name_length,
+                       hid_t dxpl) {
+  MPIACCEL_CHECK(positions.size() == records.size(), "checkpoint: a shard record without its position");
   H5Id ftype = shard_file_type(name_length);
   size_t record_size = 0;
   H5Id mtype = shard_memory_type(name_length, &record_size);
@@ -244,6 +369,7 @@ void write_shard_table(hid_t meta_group, const std::vector<ShardRecord>& records
                                            H5P_DEFAULT, H5P_DEFAULT)));  // collective
   std::vector<unsigned char> buffer(record_size * records.size() + 1, 0);
   const size_t off_rank = (name_length + 7) / 8 * 8;
+  std::vector<hsize_t> coords(records.size());
   for (size_t i = 0; i < records.size(); ++i) {
     unsigned char* row = buffer.data() + i * record_size;
     const auto& r = records[i];
@@ -252,6 +378,9 @@ void write_shard_table(hid_t meta_group, const std::vector<ShardRecord>& records
     std::memcpy(row + off_rank + 8, &r.first_row, 8);
     std::memcpy(row + off_rank + 16, &r.rows, 8);
     std::memcpy(row + off_rank + 24, &r.crc32c, 4);
+    MPIACCEL_CHECK(positions[i] >= 0 && static_cast<size_t>(positions[i]) < total,
+                   "checkpoint: shard record position outside the table");
+    coords[i] = static_cast<hsize_t>(positions[i]);
   }
   H5Id file_space(MPIACCEL_CHECK_HDF5(H5Dget_space(dset)));
   const hsize_t count[1] = {records.size()};
@@ -260,7 +389,7 @@ void write_shard_table(hid_t meta_group, const std::vector<ShardRecord>& records
     MPIACCEL_CHECK_HDF5(H5Sselect_none(file_space));
     MPIACCEL_CHECK_HDF5(H5Sselect_none(mem_space));
   } else {
-    MPIACCEL_CHECK(records.size() == total, "checkpoint: one rank writes the whole shard table");
+    MPIACCEL_CHECK_HDF5(H5Sselect_elements(file_space, H5S_SELECT_SET, coords.size(), coords.data()));
   }
   if (total > 0)
     MPIACCEL_CHECK_HDF5(H5Dwrite(dset, mtype, mem_space, file_space, dxpl, buffer.data()));  // collective

@@ -20,6 +20,10 @@ namespace mpiaccel::detail {
 inline constexpr const char* kFormatName = "mpiaccel.checkpoint";
 inline constexpr const char* kShardTablePath = "/meta/shards";
 inline constexpr const char* kConfigPath = "/meta/config";
+/// [tensors, 2] int64: each tensor's first row in /meta/shards and its count
+/// (the table is sorted by tensor, in this order). Written since the shard
+/// table is written by every rank; older files have no index.
+inline constexpr const char* kShardIndexPath = "/meta/shard_index";
 
 /// One row of /meta/shards, as written.
 struct ShardRecord {
@@ -47,12 +51,34 @@ void check_format(hid_t file, const std::string& path);
 /// and its shards tile its rows.
 CheckpointInfo read_manifest(hid_t file, const std::string& path);
 
-/// Writes /meta/shards (compound: name, rank, first_row, rows, crc32c). Every
-/// rank calls it with the same `total` and `name_length`; `records` holds the
-/// rows this rank writes (all of them on the one writer, none elsewhere).
-/// Collective over the file's communicator.
-void write_shard_table(hid_t meta_group, const std::vector<ShardRecord>& records, size_t total,
-                       size_t name_length, hid_t dxpl);
+/// Where each tensor's rows of /meta/shards are, in CheckpointInfo::tensors order.
+struct ShardIndex {
+  bool present = false;  ///< false: a file without /meta/shard_index (read whole)
+  std::vector<int64_t> first, count;
+};
+
+/// The manifest without the shard table when the file has /meta/shard_index:
+/// tensors (names from each one's first table row, shapes, dtypes) with no
+/// shards, and `index`: O(tensors) reads. Otherwise read_manifest's whole
+/// manifest, with index->present false.
+CheckpointInfo read_manifest_indexed(hid_t file, const std::string& path, ShardIndex* index);
+/// Rows [first, first + count) of /meta/shards (an independent read with `dxpl`).
+std::vector<ShardRecord> read_shard_rows(hid_t file, const std::string& path, int64_t first,
+                                         int64_t count, hid_t dxpl);
+/// Throws naming `path` unless t.shards (sorted by first_row) tile t's rows.
+void check_shard_tiling(const std::string& path, const TensorInfo& t);
+
+/// Writes /meta/shards (compound: name, rank, first_row, rows, crc32c) of
+/// `total` rows: every rank writes its own `records` at their table
+/// `positions` (in tensor order: checkpoint_save's plan). Collective over
+/// the file's communicator; every rank passes the same total and name_length.
+void write_shard_table(hid_t meta_group, const std::vector<ShardRecord>& records,
+                       const std::vector<int64_t>& positions, size_t total, size_t name_length,
+                       hid_t dxpl);
+/// Writes /meta/shard_index from the per-tensor record counts (in tensor
+/// order); `writer` (one rank) supplies the data. Collective.
+void write_shard_index(hid_t meta_group, const std::vector<int64_t>& counts, bool writer,
+                       hid_t dxpl);
 
 /// The manifest as bytes (for a broadcast) and back.
 std::string encode_manifest(const CheckpointInfo& info);

@@ -196,36 +196,21 @@ void write_file(Communicator& comm, const WriteInput& in) {
     });
   const double data_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_data).count();
-  // This rank's records in order, their CRCs (0 for shards without bytes).
-  ByteWriter my_crcs;
-  for (const auto& r : in.my_records) {
+  // This rank's records with their CRCs (0 for shards without bytes), each
+  // written by this rank at its row of the table: nothing is gathered.
+  std::vector<ShardRecord> records = in.my_records;
+  for (auto& r : records) {
     auto it = crcs.find(r.name);
-    my_crcs.u64(it == crcs.end() ? 0 : it->second);
+    r.crc32c = it == crcs.end() ? 0 : it->second;
   }
-  const auto gathered = comm.gather_bytes(my_crcs.take(), 0);  // collective
-  std::vector<ShardRecord> records = in.all_records;  // rank 0's full table
   const bool rank0 = in.rank == 0;
-  if (rank0)
-    recorded(&error, [&] {
-      size_t next = 0;
-      for (const auto& g : gathered) {
-        ByteReader r(g);
-        for (size_t i = 0; i < g.size() / 8; ++i) {
-          MPIACCEL_CHECK(next < records.size(), "checkpoint: more CRCs than shard records");
-          records[next++].crc32c = static_cast<uint32_t>(r.u64());
-        }
-      }
-      MPIACCEL_CHECK(next == records.size(), "checkpoint: " + std::to_string(records.size()) +
-                                                 " shard records but " + std::to_string(next) +
-                                                 " CRCs");
-    });
   const auto t_meta = std::chrono::steady_clock::now();
   H5Id collective = make_transfer_list(true);
   H5Id independent = make_transfer_list(false);
   recorded(&error, [&] {
-    write_shard_table(meta, rank0 ? records : std::vector<ShardRecord>{}, in.record_count,
-                      in.name_length, collective);
+    write_shard_table(meta, records, in.table.positions, in.table.total, in.name_length, collective);
   });
+  recorded(&error, [&] { write_shard_index(meta, in.table.counts, rank0, collective); });
   recorded(&error, [&] { write_text_dataset(meta, "config", in.plan->config_text, rank0, collective); });
   recorded(&error, [&] {
     // Trainer values too long for attributes become text datasets.
@@ -264,7 +249,7 @@ void write_file(Communicator& comm, const WriteInput& in) {
     char text[320];
     std::snprintf(text, sizeof text,
                   "tensor data %.3f s (%s, %.0f MiB O_DIRECT, %.0f MiB buffered; copy+CRC %.3f, "
-                  "waiting for the disk %.3f), CRC gather + small datasets + close %.3f, "
+                  "waiting for the disk %.3f), shard table + small datasets + close %.3f, "
                   "fdatasync %.3f",
                   data_seconds, direct ? "O_DIRECT open" : "no O_DIRECT",
                   st.direct_bytes / 1048576.0, st.buffered_bytes / 1048576.0,

@@ -12,6 +12,7 @@
 
 #include "checkpoint/byte_codec.hpp"
 #include "checkpoint/manifest.hpp"
+#include "checkpoint/shard_plan.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/state.hpp"
@@ -85,9 +86,9 @@ struct WriteInput {
   std::string dir, tmp_path;
   const std::vector<LocalShard>* shards = nullptr;
   const SharedPlan* plan = nullptr;
-  std::vector<ShardRecord> my_records;   // this rank's, CRCs still 0
-  std::vector<ShardRecord> all_records;  // rank 0 only, in rank order, CRCs still 0
-  size_t record_count = 0;
+  std::vector<ShardRecord> my_records;  // this rank's, CRCs still 0
+  std::vector<size_t> record_tensor;    // the index in *shards of each of my_records
+  ShardTablePlan table;                 // where my_records go; records per tensor
   size_t name_length = 1;
   std::vector<int64_t> rng_sizes;  // per rank
   const std::string* rng_state = nullptr;

@@ -2,7 +2,7 @@
 // Bad checkpoints fail loudly and alike on every rank, and damage nothing:
 // flipped bytes inside a tensor, a truncated file, a foreign HDF5 file, a file
 // that is not HDF5, a checkpoint of a different model, a missing directory,
-// a directory without `latest`. (A full disk and a killed rank are process
+// a directory without `latest`, a damaged or missing shard index. (A full disk and a killed rank are process
 // level: tests/scripts/test_ckpt_full_disk.sh, test_ckpt_kill.sh.)
 #define BOOST_TEST_MODULE checkpoint_faults
 #include "support/mpi_test.hpp"
@@ -203,4 +203,87 @@ BOOST_AUTO_TEST_CASE(missing_directory_and_no_latest) {
   // ... and is removed by the next successful save.
   save_one(dir);
   MPIACCEL_CHECK_ALL(!fs::exists(dir.path + "/.step_00000009.h5.tmp"));
+}
+
+namespace {
+
+// A copy of `path` changed by `edit` (an HDF5 file opened read-write) on rank 0.
+std::string edited_copy(const std::string& path, const std::string& copy,
+                        const std::function<void(hid_t)>& edit) {
+  if (world().rank() == 0) {
+    copy_file(path, copy);
+    hid_t file = H5Fopen(copy.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    edit(file);
+    H5Fclose(file);
+  }
+  world().barrier();
+  return copy;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(shard_index_written_and_files_without_it_still_load) {
+  // Saves write /meta/shard_index and the table sorted by tensor; a file of
+  // an earlier version (no index) is read whole by rank 0, as before.
+  SharedDir dir("ckpt_faults");
+  const std::string path = save_one(dir);
+  MPIACCEL_CHECK_ALL(H5Fis_hdf5(path.c_str()) > 0);
+  const std::string old = edited_copy(path, dir.path + "/no_index.h5", [](hid_t file) {
+    BOOST_REQUIRE(H5Lexists(file, "/meta/shard_index", H5P_DEFAULT) > 0);
+    H5Ldelete(file, "/meta/shard_index", H5P_DEFAULT);
+  });
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  for (const std::string& file : {path, old}) {
+    ShardedStateDict targets = full_targets();
+    ckpt.load(file, targets);
+    MPIACCEL_CHECK_ALL(at::equal(targets.tensors[0].local, full_w()) &&
+                       at::equal(targets.tensors[1].local, full_b()));
+    ShardedStateDict mine = state_of_model();
+    for (auto& t : mine.tensors) t.local.zero_();
+    ckpt.load(file, mine);
+    MPIACCEL_CHECK_ALL(at::equal(mine.tensors[0].local, state_of_model().tensors[0].local));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(damaged_shard_index_is_refused) {
+  SharedDir dir("ckpt_faults");
+  const std::string path = save_one(dir);
+  const auto rewrite = [](int64_t row0_count) {
+    return [row0_count](hid_t file) {
+      hid_t dset = H5Dopen2(file, "/meta/shard_index", H5P_DEFAULT);
+      int64_t pairs[4] = {0, 0, 0, 0};
+      H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, pairs);
+      pairs[1] = row0_count;
+      H5Dwrite(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, pairs);
+      H5Dclose(dset);
+    };
+  };
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  for (int64_t count : {int64_t{0}, int64_t{-5}, int64_t{1} << 60}) {
+    BOOST_TEST_CONTEXT("count " << count) {
+      const std::string bad = edited_copy(path, dir.path + "/bad_index.h5", rewrite(count));
+      ShardedStateDict targets = full_targets();
+      const std::string message = error_of([&] { ckpt.load(bad, targets); });
+      MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"bad_index.h5", "shard_index", "damaged"}));
+    }
+  }
+  // A row count that still adds up but splits the tensors wrongly: the owner
+  // of a tensor finds another tensor's rows in its slice of the table (with
+  // one rank, tensor 0 has one record and the index says 0: refused above).
+  if (world().size() > 1) {
+    const std::string bad = edited_copy(path, dir.path + "/shifted.h5", [](hid_t file) {
+      hid_t dset = H5Dopen2(file, "/meta/shard_index", H5P_DEFAULT);
+      int64_t pairs[4] = {0, 0, 0, 0};
+      H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, pairs);
+      pairs[1] -= 1;  // tensor 0 one row shorter, tensor 1 one longer
+      pairs[2] -= 1;
+      pairs[3] += 1;
+      H5Dwrite(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, pairs);
+      H5Dclose(dset);
+    });
+    ShardedStateDict targets = full_targets();
+    const std::string message = error_of([&] { ckpt.load(bad, targets); });
+    MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"shifted.h5", "damaged"}));
+  }
+  MPIACCEL_CHECK_ALL(world().rank() != 0 || CheckpointReader(path).verify().empty());
 }

@@ -31,6 +31,7 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/file_system.hpp"
 #include "checkpoint/byte_codec.hpp"
 #include "checkpoint/checkpoint_impl.hpp"
 #include "checkpoint/save_writer.hpp"
@@ -211,7 +212,7 @@ std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::strin
                      "not enough space for checkpoint step " + std::to_string(step) + " in " +
                          dir + ": it needs " + std::to_string(needed) + " bytes, " +
                          std::to_string(available) + " are free (No space left on device)");
-      ::unlink(in.tmp_path.c_str());  // a leftover of a crashed save of the same step
+      file_system().unlink(in.tmp_path.c_str());  // a leftover of a crashed save of the same step
     });
   }
   all_ok(comm, error.empty(), error);
@@ -239,7 +240,7 @@ std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::strin
                   t_written - t_agreed, since(t_start) - t_written);
     log_debug(text + file_timing);
   } catch (...) {
-    if (rank == 0) ::unlink(in.tmp_path.c_str());
+    if (rank == 0) file_system().unlink(in.tmp_path.c_str());
     throw;
   }
   return join_path(dir, final_name);

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <utility>
 
+#include "checkpoint/crash_point.hpp"
+#include "checkpoint/file_system.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::detail {
@@ -56,24 +58,38 @@ std::string read_latest(const std::string& dir) {
 }
 
 void write_file_synced(const std::string& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = file_system().open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0664);
   MPIACCEL_CHECK(fd >= 0, "cannot create " + path + ": " + errno_text(errno));
   size_t done = 0;
   while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    ssize_t n = file_system().write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(path.c_str());
+      int err = n < 0 ? errno : ENOSPC;
+      file_system().close(fd);
+      file_system().unlink(path.c_str());
       MPIACCEL_THROW("cannot write " + path + ": " + errno_text(err));
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int err = errno;
-    ::unlink(path.c_str());
+  const bool synced = file_system().fsync(fd) == 0;
+  int err = errno;
+  const bool closed = file_system().close(fd) == 0;
+  if (synced) err = errno;
+  if (!synced || !closed) {
+    file_system().unlink(path.c_str());
     MPIACCEL_THROW("cannot write " + path + ": " + errno_text(err));
+  }
+}
+
+// Makes DIR/latest name `name`, through latest.tmp and a rename.
+void point_latest_at(const std::string& dir, const std::string& name) {
+  const std::string latest_tmp = join_path(dir, "latest.tmp");
+  write_file_synced(latest_tmp, name + "\n");
+  if (file_system().rename(latest_tmp.c_str(), join_path(dir, "latest").c_str()) != 0) {
+    int err = errno;
+    file_system().unlink(latest_tmp.c_str());
+    MPIACCEL_THROW("cannot rename " + latest_tmp + " to latest: " + errno_text(err));
   }
 }
 
@@ -100,7 +116,7 @@ void make_directories(const std::string& dir) {
   while (std::getline(parts, part, '/')) {
     if (part.empty()) continue;
     partial += part;
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+    if (file_system().mkdir(partial.c_str(), 0775) != 0 && errno != EEXIST)
       MPIACCEL_THROW("cannot create checkpoint directory " + partial + ": " + errno_text(errno));
     partial += "/";
   }
@@ -110,11 +126,11 @@ void make_directories(const std::string& dir) {
 }
 
 void fsync_path(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  int fd = file_system().open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC, 0);
   MPIACCEL_CHECK(fd >= 0, "cannot open " + path + " to sync it: " + errno_text(errno));
-  int rc = ::fsync(fd);
+  int rc = file_system().fsync(fd);
   int err = errno;
-  ::close(fd);
+  file_system().close(fd);
   MPIACCEL_CHECK(rc == 0, "fsync of " + path + " failed: " + errno_text(err));
 }
 
@@ -129,22 +145,30 @@ void commit_checkpoint(const std::string& dir, const std::string& tmp_name,
   const std::string tmp = join_path(dir, tmp_name), final_path = join_path(dir, final_name);
   // The data must be durable before the name that promises it is.
   fsync_path(tmp, false);
-  MPIACCEL_CHECK(::rename(tmp.c_str(), final_path.c_str()) == 0,
+  crash_point("before-rename");
+  MPIACCEL_CHECK(file_system().rename(tmp.c_str(), final_path.c_str()) == 0,
                  "cannot rename " + tmp + " to " + final_path + ": " + errno_text(errno));
+  const std::string previous = read_latest(dir);
   try {
     fsync_path(dir, true);
-    const std::string latest_tmp = join_path(dir, "latest.tmp");
-    write_file_synced(latest_tmp, final_name + "\n");
-    if (::rename(latest_tmp.c_str(), join_path(dir, "latest").c_str()) != 0) {
-      int err = errno;
-      ::unlink(latest_tmp.c_str());
-      MPIACCEL_THROW("cannot rename " + latest_tmp + " to latest: " + errno_text(err));
-    }
-    fsync_path(dir, true);
+    crash_point("before-latest");
+    point_latest_at(dir, final_name);
   } catch (...) {
     // `latest` still names the previous checkpoint: take the new file away too,
     // so the directory is exactly as before the save.
-    ::unlink(final_path.c_str());
+    file_system().unlink(final_path.c_str());
+    throw;
+  }
+  try {
+    fsync_path(dir, true);  // the new `latest` durable
+  } catch (...) {
+    // Not durable: undo, so that a crash cannot leave `latest` naming a file
+    // that the same crash lost. Then the directory is as before the save.
+    if (previous.empty())
+      file_system().unlink(join_path(dir, "latest").c_str());
+    else
+      point_latest_at(dir, previous);
+    file_system().unlink(final_path.c_str());
     throw;
   }
 }
@@ -156,7 +180,7 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_
   for (const auto& name : directory_entries(dir)) {
     int64_t step = 0;
     if (parse_step_name(name, &step)) committed.emplace_back(step, name);
-    if (is_stale_tmp(name) && ::unlink(join_path(dir, name).c_str()) == 0)
+    if (is_stale_tmp(name) && file_system().unlink(join_path(dir, name).c_str()) == 0)
       removed.push_back(join_path(dir, name));
   }
   if (keep_last <= 0) return removed;
@@ -165,7 +189,8 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_
   for (int64_t i = 0; i < excess; ++i) {
     const auto& name = committed[static_cast<size_t>(i)].second;
     if (name == latest) continue;
-    if (::unlink(join_path(dir, name).c_str()) == 0) removed.push_back(join_path(dir, name));
+    if (file_system().unlink(join_path(dir, name).c_str()) == 0) removed.push_back(join_path(dir, name));
+    crash_point("during-prune");
   }
   return removed;
 }
@@ -195,8 +220,16 @@ std::string resolve_checkpoint(const std::string& path_or_dir) {
   MPIACCEL_CHECK(!name.empty() && name.find('/') == std::string::npos,
                  latest_path + " does not name a checkpoint file (damaged `latest`)");
   const std::string file = join_path(path_or_dir, name);
-  MPIACCEL_CHECK(::stat(file.c_str(), &st) == 0,
-                 latest_path + " names " + name + ", which does not exist");
+  if (::stat(file.c_str(), &st) != 0) {
+    // Refused, not replaced by an older file: resuming from another step than
+    // the one `latest` promises is the user's decision (docs/checkpoint.md).
+    const std::vector<std::string> present = list_checkpoints(path_or_dir);
+    MPIACCEL_THROW(latest_path + " names " + name + ", which does not exist" +
+                   (present.empty() ? std::string("; the directory holds no other checkpoint")
+                                    : "; to resume from the newest that remains, check it with "
+                                      "`mpiaccel ckpt verify " + present.back() +
+                                      "` and pass checkpoint.resume=" + present.back()));
+  }
   return file;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "checkpoint/file_system.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::detail {
@@ -52,8 +53,8 @@ IoPipeline::Result transfer(int fd, bool write, char* data, int64_t len, int64_t
   IoPipeline::Result r;
   while (r.done < len) {
     const auto n = static_cast<size_t>(len - r.done);
-    const ssize_t got = write ? ::pwrite(fd, data + r.done, n, offset + r.done)
-                              : ::pread(fd, data + r.done, n, offset + r.done);
+    const ssize_t got = write ? file_system().pwrite(fd, data + r.done, n, offset + r.done)
+                              : file_system().pread(fd, data + r.done, n, offset + r.done);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) r.err = errno;
     if (got <= 0) break;

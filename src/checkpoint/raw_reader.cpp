@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "checkpoint/file_system.hpp"
 #include "checkpoint/io_pipeline.hpp"
 #include "checkpoint/raw_writer.hpp"
 #include "mpiaccel/error.hpp"
@@ -23,17 +24,17 @@ double seconds_since(Clock::time_point t) {
 }  // namespace
 
 RawReader::RawReader(const std::string& path) : path_(path) {
-  buffered_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  buffered_fd_ = file_system().open(path.c_str(), O_RDONLY | O_CLOEXEC, 0);
   MPIACCEL_CHECK(buffered_fd_ >= 0, "cannot open checkpoint " + path + " to read tensor data: " +
                                         std::strerror(errno));
   if (direct_io_enabled())
-    direct_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);  // -1: not supported here
+    direct_fd_ = file_system().open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT, 0);  // -1: not supported here
 }
 
 RawReader::~RawReader() {
   pipeline_.reset();  // waits for reads in flight before the descriptors close
-  if (direct_fd_ >= 0) ::close(direct_fd_);
-  if (buffered_fd_ >= 0) ::close(buffered_fd_);
+  if (direct_fd_ >= 0) file_system().close(direct_fd_);
+  if (buffered_fd_ >= 0) file_system().close(buffered_fd_);
 }
 
 void RawReader::read(int64_t offset, int64_t bytes, const Sink& sink) {
@@ -69,7 +70,7 @@ void RawReader::stream(int fd, bool direct, int64_t offset, int64_t bytes, const
       io.drain();  // no request may still fill a buffer
       if (direct && r.err == EINVAL) {
         // The device wants a larger alignment than 4 KiB: buffered from here on.
-        ::close(direct_fd_);
+        file_system().close(direct_fd_);
         direct_fd_ = -1;
         return stream(buffered_fd_, false, use_from, end - use_from, sink);
       }

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/file_system.hpp"
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/io_pipeline.hpp"
 #include "mpiaccel/error.hpp"
@@ -47,10 +48,10 @@ bool direct_io_enabled() {
 
 void preallocate_file(const std::string& path, int64_t bytes) {
   if (bytes <= 0) return;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  const int fd = file_system().open(path.c_str(), O_WRONLY | O_CLOEXEC, 0);
   MPIACCEL_CHECK(fd >= 0, "cannot open " + path + " to reserve its space: " + std::strerror(errno));
-  const int rc = ::posix_fallocate(fd, 0, bytes);  // returns the error, sets no errno
-  ::close(fd);
+  const int rc = file_system().fallocate(fd, 0, bytes);  // returns the error, sets no errno
+  file_system().close(fd);
   if (rc == 0 || rc == EOPNOTSUPP || rc == EINVAL) return;
   MPIACCEL_CHECK(rc != ENOSPC, "cannot reserve " + std::to_string(bytes) + " bytes for " + path +
                                    ": the disk is full (" + std::strerror(ENOSPC) +
@@ -61,11 +62,11 @@ void preallocate_file(const std::string& path, int64_t bytes) {
 }
 
 RawWriter::RawWriter(const std::string& path) : path_(path) {
-  buffered_fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  buffered_fd_ = file_system().open(path.c_str(), O_WRONLY | O_CLOEXEC, 0);
   MPIACCEL_CHECK(buffered_fd_ >= 0, "cannot open " + path + " to write tensor data: " +
                                         std::strerror(errno));
   if (direct_io_enabled())
-    direct_fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);  // -1: not supported here
+    direct_fd_ = file_system().open(path.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT, 0);  // -1: not supported here
 }
 
 RawWriter::~RawWriter() {
@@ -74,15 +75,15 @@ RawWriter::~RawWriter() {
 }
 
 void RawWriter::close_all() {
-  if (direct_fd_ >= 0) ::close(direct_fd_);
-  if (buffered_fd_ >= 0) ::close(buffered_fd_);
+  if (direct_fd_ >= 0) file_system().close(direct_fd_);
+  if (buffered_fd_ >= 0) file_system().close(buffered_fd_);
   direct_fd_ = buffered_fd_ = -1;
 }
 
 void RawWriter::write_fd(int fd, const char* data, int64_t bytes, int64_t offset) {
   stats_.buffered_bytes += fd == buffered_fd_ ? bytes : 0;
   while (bytes > 0) {
-    const ssize_t n = ::pwrite(fd, data, static_cast<size_t>(bytes), offset);
+    const ssize_t n = file_system().pwrite(fd, data, static_cast<size_t>(bytes), offset);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : ENOSPC;
@@ -142,7 +143,7 @@ uint32_t RawWriter::write_direct(const char* data, int64_t bytes, int64_t offset
   }
   for (int s = 0; s < IoPipeline::kSlots; ++s) reap(s);
   if (einval) {
-    ::close(direct_fd_);
+    file_system().close(direct_fd_);
     direct_fd_ = -1;
   }
   for (const auto& [from, to] : redo) write_fd(buffered_fd_, data + from, to - from, offset + from);
@@ -176,7 +177,7 @@ void RawWriter::sync_and_close() {
   // One fdatasync covers both descriptors: O_DIRECT data is already on the
   // device, and the flush also empties the device's volatile cache.
   const auto t = Clock::now();
-  const int rc = ::fdatasync(buffered_fd_);
+  const int rc = file_system().fdatasync(buffered_fd_);
   const int err = errno;
   stats_.sync_seconds += seconds_since(t);
   close_all();

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "checkpoint/commit.hpp"
+#include "checkpoint/crash_point.hpp"
 #include "checkpoint/h5_attributes.hpp"
 #include "checkpoint/h5_types.hpp"
 #include "checkpoint/parallel_file.hpp"
@@ -189,6 +190,7 @@ void write_file(Communicator& comm, const WriteInput& in) {
         try {
           crcs[p.shard->tensor->name] = raw->write(
               p.shard->host.data_ptr(), p.shard->tensor->row_count * p.shard->row_bytes, p.offset);
+          if (&p == &pieces.front()) crash_point("data-write");
         } catch (const Error& e) {
           MPIACCEL_THROW("writing tensor " + p.shard->tensor->name + " failed: " + e.message());
         }

@@ -134,6 +134,14 @@ void fsync_path(const std::string& path, bool directory) {
   MPIACCEL_CHECK(rc == 0, "fsync of " + path + " failed: " + errno_text(err));
 }
 
+void never_world_writable(const std::string& path) {
+  struct stat st {};
+  MPIACCEL_CHECK(::stat(path.c_str(), &st) == 0, "cannot stat " + path + ": " + errno_text(errno));
+  if ((st.st_mode & S_IWOTH) == 0) return;
+  MPIACCEL_CHECK(::chmod(path.c_str(), st.st_mode & ~S_IWOTH & 07777) == 0,
+                 "cannot restrict the permissions of " + path + ": " + errno_text(errno));
+}
+
 int64_t available_bytes(const std::string& dir) {
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0) return -1;
@@ -214,12 +222,20 @@ std::string resolve_checkpoint(const std::string& path_or_dir) {
                  "checkpoint path " + path_or_dir + " does not exist");
   if (!S_ISDIR(st.st_mode)) return path_or_dir;
   const std::string latest_path = join_path(path_or_dir, "latest");
-  MPIACCEL_CHECK(::stat(latest_path.c_str(), &st) == 0,
+  MPIACCEL_CHECK(::lstat(latest_path.c_str(), &st) == 0,
                  "no committed checkpoint in " + path_or_dir + " (it has no `latest` file)");
+  // Only what a save writes is followed: a regular `latest` naming a regular
+  // file in the directory, never a link that may lead out of it.
+  MPIACCEL_CHECK(S_ISREG(st.st_mode), latest_path + " is not a regular file (a symbolic link?); "
+                                      "refusing to follow it: point checkpoint.resume at a file");
   const std::string name = read_latest(path_or_dir);
   MPIACCEL_CHECK(!name.empty() && name.find('/') == std::string::npos,
                  latest_path + " does not name a checkpoint file (damaged `latest`)");
   const std::string file = join_path(path_or_dir, name);
+  if (::lstat(file.c_str(), &st) == 0)
+    MPIACCEL_CHECK(S_ISREG(st.st_mode), latest_path + " names " + name +
+                                            ", which is not a regular file (a symbolic link?); "
+                                            "refusing to follow it: point checkpoint.resume at a file");
   if (::stat(file.c_str(), &st) != 0) {
     // Refused, not replaced by an older file: resuming from another step than
     // the one `latest` promises is the user's decision (docs/checkpoint.md).

@@ -22,6 +22,10 @@ void make_directories(const std::string& dir);
 /// fsync of a file or directory by path. Throws with the errno text.
 void fsync_path(const std::string& path, bool directory);
 /// Free bytes for an unprivileged writer in `dir`'s file system (statvfs), or -1 if unknown.
+/// MPI-IO creates files 0666 & ~umask: takes write permission away from
+/// others, whatever the umask (a checkpoint is never world-writable). Throws.
+void never_world_writable(const std::string& path);
+
 int64_t available_bytes(const std::string& dir);
 
 /// Renames DIR/tmp_name to DIR/final_name, fsyncs DIR, writes DIR/latest.tmp

@@ -158,6 +158,7 @@ void write_file(Communicator& comm, const WriteInput& in) {
         if (base != HADDR_UNDEF)
           end = std::max(end, static_cast<int64_t>(base + H5Dget_storage_size(d.dataset)));
       }
+      never_world_writable(in.tmp_path);
       preallocate_file(in.tmp_path, end);
     });
   all_ok(comm, error.empty(), error);

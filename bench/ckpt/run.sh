@@ -2,10 +2,12 @@
 # Checkpoint benchmark: np 1, 2, 4 save/load of ~1 GiB against a sequential
 # write+fsync and torch::save per rank on the same disk, then loads with
 # resharding (saved on 4, loaded on 2 and 3). Prints the rows and writes
-# OUT/bench_ckpt.csv.   usage: run.sh BUILD_DIR OUT_DIR [MIB]
+# OUT/bench_ckpt.csv; then read_once.sh, metadata.sh and async.sh (loads that
+# read each byte once; metadata against np beside DCP; asynchronous saves
+# beside DCP).   usage: run.sh BUILD_DIR [OUT_DIR (BUILD_DIR/bench)] [MIB]
 set -eu
 build=$1
-out=$2
+out=${2:-$build/bench}
 mib=${3:-1024}
 bin=$build/bin/bench_ckpt
 mpiexec=${MPIACCEL_MPIEXEC:-mpirun}
@@ -26,3 +28,7 @@ for np in 2 3; do
   $mpiexec $flags -np "$np" -x OMP_NUM_THREADS=1 "$bin" "$data" --mib "$mib" --csv "$csv" --load-only "$saved_by_4"
 done
 echo "CSV: $csv"
+here=$(cd "$(dirname "$0")" && pwd)
+bash "$here/read_once.sh" "$build" "$out"
+bash "$here/metadata.sh" "$build" "$out"
+bash "$here/async.sh" "$build" "$out"

@@ -2,6 +2,7 @@
 // The JSONL metrics file of a run (DESIGN.md §7): rank 0 appends one JSON
 // object per logged step.
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -34,7 +35,14 @@ class MetricsLog {
 
   void write(const JsonLine& line);
 
+  /// On a resume from step `step`: drops the lines of steps after it (what a
+  /// crashed run trained and logged before the checkpoint it resumes from),
+  /// so the file holds each kept step once. Rewritten through a .tmp and a
+  /// rename; lines without a "step" stay.
+  void forget_steps_after(int64_t step);
+
  private:
+  std::string path_;
   std::FILE* file_ = nullptr;
 };
 

@@ -277,6 +277,7 @@ struct Trainer::Loop {
 
   void run(torch::optim::Optimizer& optimizer) {
     const int64_t first_step = acc.resume(loader);
+    if (first_step > 0) metrics.forget_steps_after(first_step);
     last_saved = first_step;
     result.steps = first_step;
     if (!config.logging.trace.empty()) {

@@ -147,6 +147,20 @@ BOOST_AUTO_TEST_CASE(too_long_line) {
              "characters per line");
 }
 
+BOOST_AUTO_TEST_CASE(non_utf8_bytes) {
+  // Latin-1, a lone continuation byte, an overlong '/', a surrogate, a cut sequence.
+  BOOST_TEST(error_of("[train]\nmodel = gpt\xe9\n") ==
+             "run.ini:2: byte 0xE9 at column 12 is not UTF-8; accepted: UTF-8 text (save the "
+             "file as UTF-8)");
+  BOOST_TEST(error_of("[train]\n; \x80\n").find("byte 0x80 at column 3 is not UTF-8") != std::string::npos);
+  BOOST_TEST(error_of("[train]\n; \xc0\xaf\n").find("byte 0xC0 at column 3") != std::string::npos);
+  BOOST_TEST(error_of("[train]\n; \xed\xa0\x80\n").find("byte 0xED at column 3") != std::string::npos);
+  BOOST_TEST(error_of("[train]\n; \xe2\x82\n").find("byte 0xE2 at column 3") != std::string::npos);
+  // Well-formed UTF-8 in comments and values is text like any other.
+  BOOST_TEST(Config::parse("[train]\n; caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\nmodel = gpt\n",
+                           "ok.ini").train.model == "gpt");
+}
+
 BOOST_AUTO_TEST_CASE(syntax_errors) {
   BOOST_TEST(error_of("[ddp]\nstatic_graph = 1\njust some words\n") ==
              "run.ini:3: syntax error in 'just some words'; accepted: '[section]', 'key = value' "

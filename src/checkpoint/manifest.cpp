@@ -124,13 +124,24 @@ void read_tensor_header(hid_t file, const std::string& path, TensorInfo* t) {
   H5Id type(MPIACCEL_CHECK_HDF5(H5Dget_type(dset)));
   const std::string mismatch = file_type_mismatch(type, t->dtype);
   MPIACCEL_CHECK(mismatch.empty(), where + ": HDF5 type does not hold " + dtype + ": " + mismatch);
-  t->bytes = row_count_of(t->shape) * row_bytes_of(t->shape, t->dtype);
+  // A file may claim any dataspace: the byte count is computed without
+  // overflow and bounded before anything is sized from it.
+  int64_t bytes = static_cast<int64_t>(c10::elementSize(t->dtype));
+  for (int64_t d : t->shape)
+    MPIACCEL_CHECK(d >= 0 && !__builtin_mul_overflow(bytes, d, &bytes) && bytes <= kMaxTensorBytes,
+                   where + " claims shape " + shape_text(t->shape) + ", more than " +
+                       std::to_string(kMaxTensorBytes >> 40) + " TiB (a damaged or hostile file)");
+  t->bytes = bytes;
 }
 
 void check_tiling(const std::string& path, const TensorInfo& t) {
   const int64_t rows = row_count_of(t.shape);
   int64_t next = 0;
   for (const auto& s : t.shards) {
+    MPIACCEL_CHECK(s.rows >= 0 && s.first_row >= 0 && s.rows <= rows && s.first_row <= rows - s.rows,
+                   "checkpoint " + path + ": tensor " + t.name + ": a shard claims rows [" +
+                       std::to_string(s.first_row) + ", +" + std::to_string(s.rows) +
+                       ") outside its " + std::to_string(rows) + " rows (damaged /meta/shards)");
     MPIACCEL_CHECK(s.first_row == next,
                    "checkpoint " + path + ": tensor " + t.name + ": rows [" +
                        std::to_string(std::min(next, s.first_row)) + ", " +

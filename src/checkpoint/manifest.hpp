@@ -23,6 +23,9 @@ inline constexpr const char* kConfigPath = "/meta/config";
 /// [tensors, 2] int64: each tensor's first row in /meta/shards and its count
 /// (the table is sorted by tensor, in this order). Written since the shard
 /// table is written by every rank; older files have no index.
+/// The largest tensor a checkpoint may claim (256 TiB): a larger dataspace is
+/// a damaged or hostile file, refused before anything is sized from it.
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 48;
 inline constexpr const char* kShardIndexPath = "/meta/shard_index";
 
 /// One row of /meta/shards, as written.

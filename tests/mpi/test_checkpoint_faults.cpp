@@ -2,8 +2,10 @@
 // Bad checkpoints fail loudly and alike on every rank, and damage nothing:
 // flipped bytes inside a tensor, a truncated file, a foreign HDF5 file, a file
 // that is not HDF5, a checkpoint of a different model, a missing directory,
-// a directory without `latest`, a damaged or missing shard index. (A full disk and a killed rank are process
-// level: tests/scripts/test_ckpt_full_disk.sh, test_ckpt_kill.sh.)
+// a directory without `latest`, a damaged or missing shard index, shapes and
+// shard records that claim petabytes or negative rows. (A full disk and a
+// killed rank are process level: tests/scripts/test_ckpt_full_disk.sh,
+// test_ckpt_kill.sh.)
 #define BOOST_TEST_MODULE checkpoint_faults
 #include "support/mpi_test.hpp"
 #include "support/shared_dir.hpp"
@@ -286,4 +288,61 @@ BOOST_AUTO_TEST_CASE(damaged_shard_index_is_refused) {
     MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"shifted.h5", "damaged"}));
   }
   MPIACCEL_CHECK_ALL(world().rank() != 0 || CheckpointReader(path).verify().empty());
+}
+
+BOOST_AUTO_TEST_CASE(hostile_shapes_and_shard_records_are_refused_before_any_allocation) {
+  SharedDir dir("ckpt_faults");
+  const std::string path = save_one(dir);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  // /model/w replaced by a chunked dataset claiming [2^31, 2^31] float32 (2^64 bytes).
+  const std::string huge = edited_copy(path, dir.path + "/huge.h5", [](hid_t file) {
+    H5Ldelete(file, "/model/w", H5P_DEFAULT);
+    const hsize_t dims[2] = {hsize_t{1} << 31, hsize_t{1} << 31}, chunk[2] = {64, 64};
+    hid_t space = H5Screate_simple(2, dims, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 2, chunk);
+    hid_t dset = H5Dcreate2(file, "/model/w", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, 7);
+    hid_t scalar = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(dset, "torch_dtype", str, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(attr, str, "float32");
+    for (hid_t id : {attr}) H5Aclose(id);
+    H5Sclose(scalar);
+    H5Tclose(str);
+    H5Dclose(dset);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+  });
+  ShardedStateDict targets = full_targets();
+  std::string message = error_of([&] { ckpt.load(huge, targets); });
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"huge.h5", "model/w", "claims shape", "hostile"}));
+  if (world().rank() == 0) {
+    const std::string tool = error_of([&] { CheckpointReader reader(huge); });
+    BOOST_TEST(tool.find("claims shape [2147483648, 2147483648]") != std::string::npos, tool);
+  }
+  // A shard record claiming 2^62 rows, and one starting at a negative row.
+  for (const int64_t lie : {int64_t{1} << 62, int64_t{-3}}) {
+    const std::string bad = edited_copy(path, dir.path + "/rows.h5", [lie](hid_t file) {
+      hid_t dset = H5Dopen2(file, "/meta/shards", H5P_DEFAULT);
+      const char* field = lie < 0 ? "first_row" : "rows";
+      hid_t mtype = H5Tcreate(H5T_COMPOUND, sizeof(int64_t));
+      H5Tinsert(mtype, field, 0, H5T_NATIVE_INT64);
+      hid_t space = H5Dget_space(dset);
+      std::vector<int64_t> values(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+      H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+      values[0] = lie;
+      H5Dwrite(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+      H5Sclose(space);
+      H5Tclose(mtype);
+      H5Dclose(dset);
+    });
+    ShardedStateDict t = full_targets();
+    message = error_of([&] { ckpt.load(bad, t); });
+    MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"rows.h5", "a shard claims rows", "damaged"}));
+    if (world().rank() == 0) {
+      const std::string tool = error_of([&] { CheckpointReader reader(bad); });
+      BOOST_TEST(tool.find("a shard claims rows") != std::string::npos, tool);
+    }
+  }
 }

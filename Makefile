@@ -42,7 +42,8 @@ DEB_PACKAGES := build-essential cmake pkg-config ccache \
   libinih-dev libboost-test-dev libsentencepiece-dev nlohmann-json3-dev \
   fortunes dataset-fashion-mnist \
   python3-torch python3-h5py gnuplot-nox python3-venv \
-  iproute2 slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge
+  iproute2 slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge \
+  clang
 
 # ccache keys on paths relative to the checkout, so a fresh clone elsewhere
 # reuses the objects an earlier build compiled.

@@ -22,6 +22,7 @@ constexpr uint32_t kImagesMagic = 2051;  // uint8 data, 3 dimensions
 constexpr uint32_t kLabelsMagic = 2049;  // uint8 data, 1 dimension
 constexpr int64_t kRows = 28;
 constexpr int64_t kCols = 28;
+constexpr size_t kMaxIdxBytes = size_t{256} << 20;
 
 std::vector<uint8_t> read_gzip(const std::string& path) {
   gzFile file = gzopen(path.c_str(), "rb");
@@ -31,6 +32,11 @@ std::vector<uint8_t> read_gzip(const std::string& path) {
   int got = 0;
   while ((got = gzread(file, chunk.data(), static_cast<unsigned>(chunk.size()))) > 0) {
     data.insert(data.end(), chunk.begin(), chunk.begin() + got);
+    if (data.size() > kMaxIdxBytes) {  // a gzip bomb, or not Fashion-MNIST
+      gzclose(file);
+      MPIACCEL_THROW(path + " decompresses to more than " + std::to_string(kMaxIdxBytes >> 20) +
+                     " MiB, more than any Fashion-MNIST file (47 MiB); is it the right file?");
+    }
   }
   int code = Z_OK;
   std::string reason = got < 0 ? gzerror(file, &code) : "";
@@ -58,7 +64,9 @@ std::vector<int64_t> idx_dims(const std::vector<uint8_t>& data, uint32_t magic, 
   size_t elements = 1;
   for (size_t d = 0; d < rank; ++d) {
     dims.push_back(big_endian_u32(data, 4 + 4 * d));
-    elements *= static_cast<size_t>(dims.back());
+    MPIACCEL_CHECK(!__builtin_mul_overflow(elements, static_cast<size_t>(dims.back()), &elements),
+                   path + "'s IDX header claims more elements than any file holds (a damaged or "
+                          "hostile file)");
   }
   MPIACCEL_CHECK(data.size() == header + elements,
                  path + " holds " + std::to_string(data.size() - header) +

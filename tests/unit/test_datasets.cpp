@@ -167,3 +167,45 @@ BOOST_AUTO_TEST_CASE(missing_fashion_mnist_names_the_package) {
       message_of([&] { mpiaccel::FashionMnistDataset(dir.path.string(), "test"); });
   BOOST_TEST(contains(magic, "magic number 2049, expected 2051"), magic);
 }
+
+namespace {
+
+// Writes `bytes` gzipped as DIR/NAME (gzip -n: no name or time in the header).
+void write_gzipped(const fs::path& dir, const std::string& name, const std::string& bytes) {
+  const fs::path raw = dir / (name + ".raw");
+  std::ofstream(raw, std::ios::binary) << bytes;
+  const std::string command = "gzip -n -c '" + raw.string() + "' > '" + (dir / name).string() + "'";
+  BOOST_REQUIRE(std::system(command.c_str()) == 0);
+  fs::remove(raw);
+}
+
+std::string idx_header(uint32_t magic, std::vector<uint32_t> dims) {
+  std::string h;
+  dims.insert(dims.begin(), magic);
+  for (uint32_t v : dims)
+    for (int shift : {24, 16, 8, 0}) h.push_back(static_cast<char>((v >> shift) & 0xFF));
+  return h;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(fashion_mnist_headers_that_lie_are_refused) {
+  TempDir dir;
+  const auto load = [&] { mpiaccel::FashionMnistDataset(dir.path.string(), "test"); };
+  fs::copy_file(fs::path(mpiaccel::kFashionMnistDir) / "t10k-labels-idx1-ubyte.gz",
+                dir.path / "t10k-labels-idx1-ubyte.gz");
+  // Counts whose product overflows 64 bits.
+  write_gzipped(dir.path, "t10k-images-idx3-ubyte.gz",
+                idx_header(2051, {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}) + std::string(784, '\0'));
+  std::string message = message_of(load);
+  BOOST_TEST(contains(message, "IDX header claims more elements than any file holds"), message);
+  // More images than the file holds.
+  write_gzipped(dir.path, "t10k-images-idx3-ubyte.gz", idx_header(2051, {1000000, 28, 28}) + std::string(784, '\0'));
+  message = message_of(load);
+  BOOST_TEST(contains(message, "holds 784 data bytes but its header says 784000000"), message);
+  // A gzip bomb: 300 MiB of zeros in a few hundred KiB.
+  write_gzipped(dir.path, "t10k-images-idx3-ubyte.gz", idx_header(2051, {1, 28, 28}) + std::string(size_t{300} << 20, '\0'));
+  BOOST_TEST(fs::file_size(dir.path / "t10k-images-idx3-ubyte.gz") < (size_t{1} << 20));
+  message = message_of(load);
+  BOOST_TEST(contains(message, "decompresses to more than 256 MiB"), message);
+}

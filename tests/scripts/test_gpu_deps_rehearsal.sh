@@ -1,4 +1,4 @@
-# ctest: timeout 300
+# ctest: timeout 300; lock cluster
 # Rehearses, on this CPU machine, the part of bench/gpu/run.sh that cannot
 # wait for a GPU: the GPU machine has no MPI, parallel HDF5, inih, Boost or
 # SentencePiece, so the script brings them as Debian packages (make gpu-debs)
@@ -75,7 +75,10 @@ missing=\$(gpu_deps_missing)
 [ -z "\$missing" ] || { echo "missing libraries: \$missing"; exit 1; }
 mpicc.openmpi hello.c -o hello -I\$GPU_DEPS_LIB/hdf5/openmpi/include -L\$GPU_DEPS_LIB/hdf5/openmpi/lib -lhdf5 || exit 1
 ldd ./hello | grep -E 'libmpi|libhdf5'
-mpirun.openmpi --oversubscribe -np 2 ./hello "$WORK/parallel.h5" || exit 1
+# Shared memory between the ranks and loopback for the launch: the cluster
+# tests add and remove interfaces (a bridge, veths) that TCP would otherwise
+# try (CI saw MPI_ERR_OTHER once, a cluster test ending alongside).
+mpirun.openmpi --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo -np 2 ./hello "$WORK/parallel.h5" || exit 1
 cmake -S project -B project/build "\${GPU_DEPS_CMAKE_FLAGS[@]}" || exit 1
 EOF
 unshare -m bash inside.sh > out.txt 2>&1 || { cat out.txt; fail "the rehearsal of bench/gpu/deps_env.sh failed"; }

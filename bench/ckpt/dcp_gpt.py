@@ -19,7 +19,6 @@ import argparse
 import os
 import sys
 import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -29,13 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu"))
 import eager_gpt  # noqa: E402
-
-
-def env_int(*names):
-    for name in names:
-        if name in os.environ:
-            return int(os.environ[name])
-    sys.exit("dcp_gpt.py: none of %s is set: run it under mpirun" % ", ".join(names))
+from gloo_under_mpirun import init_gloo  # noqa: E402  (this directory)
 
 
 def build(args):
@@ -53,11 +46,7 @@ def main():
         parser.add_argument("--" + name, type=int, required=True)
     parser.add_argument("--steps", type=int, default=5)
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    rank = env_int("OMPI_COMM_WORLD_RANK", "RANK")
-    world = env_int("OMPI_COMM_WORLD_SIZE", "WORLD_SIZE")
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=600))
+    rank, world = init_gloo()
     checkpoint_group = dist.new_group(backend="gloo")  # DCP's advice for async_save
 
     model = DistributedDataParallel(build(args))

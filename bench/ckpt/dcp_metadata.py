@@ -12,7 +12,6 @@ import os
 import statistics
 import sys
 import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -20,12 +19,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Shard, distribute_tensor
 
-
-def env_int(*names):
-    for name in names:
-        if name in os.environ:
-            return int(os.environ[name])
-    sys.exit("dcp_metadata.py: none of %s is set: run it under mpirun" % ", ".join(names))
+from gloo_under_mpirun import init_gloo  # this directory
 
 
 def main():
@@ -34,11 +28,7 @@ def main():
     parser.add_argument("--tensors", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    rank = env_int("OMPI_COMM_WORLD_RANK", "RANK")
-    world = env_int("OMPI_COMM_WORLD_SIZE", "WORLD_SIZE")
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=600))
+    rank, world = init_gloo()
     mesh = init_device_mesh("cpu", (world,))
     state = {"block.%d.w%d" % (i // 8, i % 8): distribute_tensor(torch.full((64, 16), float(i)),
                                                                   mesh, [Shard(0)])

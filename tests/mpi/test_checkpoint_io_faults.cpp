@@ -233,6 +233,57 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
+// One injected fault: call number `at` (of this rank's calls; -1 here when
+// this rank does not fail), on one rank or on all of them.
+struct Trial {
+  int64_t at = 0;
+  Call kind = Call::Open;
+  Fault fault;
+  bool everywhere = false;
+  std::string what;  // for messages
+};
+
+// Every trial of an operation whose clean run made `calls` on this rank: for
+// each call number any rank reached and each fault that call's kind can
+// have, once on rank (at % size) alone and once on every rank. Every rank
+// runs the same trials (the counts are agreed).
+void for_each_trial(const std::vector<Call>& calls, const char* op,
+                    const std::function<void(const Trial&)>& body) {
+  const int64_t mine = static_cast<int64_t>(calls.size());
+  const int64_t most = world().all_reduce_int(mine, ReduceOp::Max);
+  const int size = world().size(), rank = world().rank();
+  for (int64_t at = 0; at < most; ++at) {
+    const Call kind = at < mine ? calls[static_cast<size_t>(at)] : Call::Open;
+    const std::vector<Fault> faults = faults_for(kind);
+    const int64_t count = world().all_reduce_int(static_cast<int64_t>(faults.size()), ReduceOp::Max);
+    for (int64_t f = 0; f < count; ++f) {
+      for (const bool everywhere : {false, true}) {
+        Trial t{at, kind, f < static_cast<int64_t>(faults.size()) ? faults[static_cast<size_t>(f)] : Fault{},
+                everywhere, ""};
+        t.fault.at = (everywhere || rank == static_cast<int>(at % size)) && at < mine ? at : -1;
+        std::ostringstream what;
+        what << op << " call " << at << " (" << call_name(kind) << " on rank " << rank << ") "
+             << (t.fault.short_transfer ? "short" : std::strerror(t.fault.err)) << " on "
+             << (everywhere ? "all ranks" : "one rank");
+        t.what = what.str();
+        body(t);
+      }
+    }
+  }
+}
+
+// Runs `op` with the trial's fault armed; tallies and returns the outcome
+// every rank agrees on ("" for success).
+std::string run_with_fault(const Trial& t, Tally& tally, const std::function<void()>& op) {
+  faulty().arm(t.fault);
+  const std::string mine = error_of(op);
+  const std::string label = fired_label(t.kind, t.fault);
+  faulty().arm({});
+  const std::string outcome = agreed_outcome(mine, t.what);
+  tally.add(label, !outcome.empty(), t.everywhere);
+  return outcome;
+}
+
 // A directory holding committed step 1, fresh for each trial.
 struct Base {
   SharedDir root{"ckpt_io_faults"};
@@ -273,53 +324,33 @@ BOOST_AUTO_TEST_CASE(a_fault_at_every_call_of_a_save) {
     ckpt.save(state_at(2), 2, meta_at(2));
   };
   const std::vector<Call> calls = calls_of(base, save_step2);
-  const int64_t most = world().all_reduce_int(static_cast<int64_t>(calls.size()), ReduceOp::Max);
   BOOST_TEST_MESSAGE("rank " << world().rank() << ": a save makes " << calls.size() << " calls");
-  const int size = world().size(), rank = world().rank();
   int trial = 0;
   Tally tally;
-  for (int64_t at = 0; at < most; ++at) {
-    // Each rank's fault list for call `at` has the same length on every rank
-    // (rank 0's kind decides it), so every rank runs the same trials.
-    const Call kind = at < static_cast<int64_t>(calls.size()) ? calls[static_cast<size_t>(at)] : Call::Open;
-    const int64_t count = world().all_reduce_int(static_cast<int64_t>(faults_for(kind).size()), ReduceOp::Max);
-    for (int64_t f = 0; f < count; ++f) {
-      for (const bool everywhere : {false, true}) {
-        Fault fault = f < static_cast<int64_t>(faults_for(kind).size()) ? faults_for(kind)[static_cast<size_t>(f)] : Fault{};
-        fault.at = (everywhere || rank == static_cast<int>(at % size)) && at < static_cast<int64_t>(calls.size()) ? at : -1;
-        const std::string dir = base.fresh_copy(trial++);
-        std::ostringstream what;
-        what << "call " << at << " (" << call_name(kind) << " on rank " << rank << ") "
-             << (fault.short_transfer ? "short" : std::strerror(fault.err)) << " on "
-             << (everywhere ? "all ranks" : "one rank");
-        faulty().arm(fault);
-        const std::string mine = error_of([&] { save_step2(dir); });
-        const std::string label = fired_label(kind, fault);
-        faulty().arm({});
-        const std::string outcome = agreed_outcome(mine, what.str());
-        tally.add(label, !outcome.empty(), everywhere);
-        if (rank == 0) {
-          if (!outcome.empty()) {
-            BOOST_CHECK_MESSAGE(bytes_of(dir + "/latest") == base.latest, what.str() << ": latest changed");
-            BOOST_CHECK_MESSAGE(bytes_of(dir + "/step_00000001.h5") == base.step1, what.str() << ": step 1 changed");
-            const std::set<std::string> expected = {"latest", "step_00000001.h5"};
-            BOOST_CHECK_MESSAGE(names_in(dir) == expected, what.str() << ": files left behind");
-          } else {
-            BOOST_CHECK_MESSAGE(bytes_of(dir + "/latest") == "step_00000002.h5\n", what.str());
-            BOOST_CHECK_MESSAGE(CheckpointReader(dir + "/step_00000002.h5").verify().empty(), what.str());
-          }
-        }
-        // The fault gone, the next save succeeds and loads.
-        Checkpointer ckpt(world_ptr(), dir, 0);
-        ckpt.save(state_at(3), 3, meta_at(3));
-        ShardedStateDict loaded = state_at(0);
-        ckpt.load(dir, loaded);
-        const ShardedStateDict want = state_at(3);
-        MPIACCEL_CHECK_ALL(at::equal(loaded.tensors[0].local, want.tensors[0].local) &&
-                           at::equal(loaded.tensors[1].local, want.tensors[1].local));
+  for_each_trial(calls, "save", [&](const Trial& t) {
+    const std::string dir = base.fresh_copy(trial++);
+    const std::string outcome = run_with_fault(t, tally, [&] { save_step2(dir); });
+    const std::string& what = t.what;
+    if (world().rank() == 0) {
+      if (!outcome.empty()) {
+        BOOST_CHECK_MESSAGE(bytes_of(dir + "/latest") == base.latest, what << ": latest changed");
+        BOOST_CHECK_MESSAGE(bytes_of(dir + "/step_00000001.h5") == base.step1, what << ": step 1 changed");
+        const std::set<std::string> expected = {"latest", "step_00000001.h5"};
+        BOOST_CHECK_MESSAGE(names_in(dir) == expected, what << ": files left behind");
+      } else {
+        BOOST_CHECK_MESSAGE(bytes_of(dir + "/latest") == "step_00000002.h5\n", what);
+        BOOST_CHECK_MESSAGE(CheckpointReader(dir + "/step_00000002.h5").verify().empty(), what);
       }
     }
-  }
+    // The fault gone, the next save succeeds and loads.
+    Checkpointer ckpt(world_ptr(), dir, 0);
+    ckpt.save(state_at(3), 3, meta_at(3));
+    ShardedStateDict loaded = state_at(0);
+    ckpt.load(dir, loaded);
+    const ShardedStateDict want = state_at(3);
+    MPIACCEL_CHECK_ALL(at::equal(loaded.tensors[0].local, want.tensors[0].local) &&
+                       at::equal(loaded.tensors[1].local, want.tensors[1].local));
+  });
   tally.print("save");
 }
 
@@ -335,29 +366,13 @@ BOOST_AUTO_TEST_CASE(a_fault_at_every_call_of_a_load) {
                    "loaded values differ");
   };
   const std::vector<Call> calls = calls_of(base, load);
-  const int64_t most = world().all_reduce_int(static_cast<int64_t>(calls.size()), ReduceOp::Max);
-  const int size = world().size(), rank = world().rank();
   const std::string dir = base.fresh_copy(0);
   Tally tally;
-  for (int64_t at = 0; at < most; ++at) {
-    const Call kind = at < static_cast<int64_t>(calls.size()) ? calls[static_cast<size_t>(at)] : Call::Open;
-    const int64_t count = world().all_reduce_int(static_cast<int64_t>(faults_for(kind).size()), ReduceOp::Max);
-    for (int64_t f = 0; f < count; ++f) {
-      for (const bool everywhere : {false, true}) {
-        Fault fault = f < static_cast<int64_t>(faults_for(kind).size()) ? faults_for(kind)[static_cast<size_t>(f)] : Fault{};
-        fault.at = (everywhere || rank == static_cast<int>(at % size)) && at < static_cast<int64_t>(calls.size()) ? at : -1;
-        std::ostringstream what;
-        what << "load call " << at << " (" << call_name(kind) << ") on " << (everywhere ? "all ranks" : "one rank");
-        faulty().arm(fault);
-        const std::string mine = error_of([&] { load(dir); });
-        const std::string label = fired_label(kind, fault);
-        faulty().arm({});
-        // Fails alike everywhere, or loads the right values.
-        tally.add(label, !agreed_outcome(mine, what.str()).empty(), everywhere);
-        load(dir);  // and loads once the fault is gone
-      }
-    }
-  }
+  for_each_trial(calls, "load", [&](const Trial& t) {
+    // Fails alike everywhere, or loads the right values; then loads once the fault is gone.
+    run_with_fault(t, tally, [&] { load(dir); });
+    load(dir);
+  });
   MPIACCEL_CHECK_ALL(world().rank() != 0 || bytes_of(dir + "/step_00000001.h5") == base.step1);
   tally.print("load");
 }

@@ -7,19 +7,13 @@
 # verifies and loads at another world size; no step that `latest` does not
 # name is ever loaded; the next save succeeds and leaves no .tmp. Then
 # `latest` naming a missing file is refused with the way out.
-set -u
-build=$1
-driver=$build/tests/ckpt_driver
-tool=$build/bin/mpiaccel
+source "$(dirname "$0")/lib.sh" "$1"
+driver=$BUILD_DIR/tests/ckpt_driver
+tool=$MPIACCEL
 for f in "$tool" "$driver"; do
-  [ -x "$f" ] || { echo "FAIL: $f is missing; build targets mpiaccel_tool and ckpt_driver" >&2; exit 1; }
+  [ -x "$f" ] || fail "$f is missing; build targets mpiaccel_tool and ckpt_driver"
 done
-mpiexec=${MPIACCEL_MPIEXEC:-mpirun}
-flags=${MPIACCEL_MPIEXEC_FLAGS:---oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: $*" >&2; status=1; }
+work=$WORK
 
 # phase:occurrence, saves, --keep, the step `latest` must name after the crash
 cases=(
@@ -32,24 +26,21 @@ for c in "${cases[@]}"; do
   read -r crash steps keep expect <<< "$c"
   phase=${crash%%:*}
   ck=$work/$phase
-  # shellcheck disable=SC2086  # flags is a list of words
-  timeout 120 $mpiexec $flags -np 3 -x OMP_NUM_THREADS=1 -x MPIACCEL_CKPT_CRASH_AT="$crash" \
+  timeout 120 "$MPIEXEC" "${MPIEXEC_FLAGS[@]}" -np 3 -x OMP_NUM_THREADS=1 -x MPIACCEL_CKPT_CRASH_AT="$crash" \
     "$driver" save "$ck" ${steps//,/ } --mib 8 --keep "$keep" > "$work/out" 2> "$work/err"
   rc=$?
   [ "$rc" -ne 0 ] || fail "$phase: the job that crashed exited 0"
   [ "$rc" -ne 124 ] || fail "$phase: the job hung after the crash (timeout)"
-  grep -q "crash point $phase" "$work/err" || { fail "$phase: no crash at $phase"; head "$work/err" >&2; }
+  grep -q "crash point $phase" "$work/err" || { head "$work/err" >&2; fail "$phase: no crash at $phase"; }
   latest=$(cat "$ck/latest")
   echo "$phase: exit $rc; latest = $latest; files: $(ls -A "$ck" | tr '\n' ' ')"
   [ "$latest" = "$(printf 'step_%08d.h5' "$expect")" ] || fail "$phase: latest names $latest, expected step $expect"
-  "$tool" ckpt verify "$ck" > "$work/out" 2> "$work/err" || { fail "$phase: verify"; cat "$work/err" >&2; }
-  # shellcheck disable=SC2086
-  $mpiexec $flags -np 2 -x OMP_NUM_THREADS=1 "$driver" load "$ck" --expect-step "$expect" --mib 8 \
-    --layout chunk > "$work/out" 2> "$work/err" || { fail "$phase: resume"; cat "$work/err" >&2; }
+  "$tool" ckpt verify "$ck" > "$work/out" 2> "$work/err" || { cat "$work/err" >&2; fail "$phase: verify"; }
+  mpi 2 "$driver" load "$ck" --expect-step "$expect" --mib 8 \
+    --layout chunk > "$work/out" 2> "$work/err" || { cat "$work/err" >&2; fail "$phase: resume"; }
   # The next save commits and cleans up after the crashed one.
-  # shellcheck disable=SC2086
-  $mpiexec $flags -np 3 -x OMP_NUM_THREADS=1 "$driver" save "$ck" 3 --mib 8 --keep "$keep" \
-    > "$work/out" 2> "$work/err" || { fail "$phase: save after the crash"; cat "$work/err" >&2; }
+  mpi 3 "$driver" save "$ck" 3 --mib 8 --keep "$keep" \
+    > "$work/out" 2> "$work/err" || { cat "$work/err" >&2; fail "$phase: save after the crash"; }
   [ "$(cat "$ck/latest")" = "step_00000003.h5" ] || fail "$phase: latest after the next save"
   if ls -A "$ck" | grep -q '\.tmp$'; then fail "$phase: a .tmp is left: $(ls -A "$ck")"; fi
 done
@@ -57,10 +48,8 @@ done
 # `latest` naming a file that is gone: refused, naming what remains.
 ck=$work/data-write
 rm "$ck/step_00000003.h5"
-# shellcheck disable=SC2086
-$mpiexec $flags -np 2 -x OMP_NUM_THREADS=1 "$driver" load "$ck" --expect-step 3 --mib 8 \
+mpi 2 "$driver" load "$ck" --expect-step 3 --mib 8 \
   > "$work/out" 2> "$work/err" && fail "a latest naming a missing file was loaded"
 grep -q "latest names step_00000003.h5, which does not exist; to resume from the newest that remains.*checkpoint.resume=$ck/step_00000002.h5" "$work/err" \
-  || { fail "missing file: message"; cat "$work/err" >&2; }
-[ "$status" -eq 0 ] && echo "PASS"
-exit $status
+  || { cat "$work/err" >&2; fail "missing file: message"; }
+echo "PASS"

@@ -3,22 +3,18 @@
 # umask and are never world-writable (MPI-IO creates files 0666 & ~umask);
 # `latest` that is a symbolic link, or that names one (which could lead out
 # of the directory), is refused with one line.
-set -u
-build=$1
-driver=$build/tests/ckpt_driver
-[ -x "$driver" ] || { echo "FAIL: $driver is missing; build target ckpt_driver" >&2; exit 1; }
-mpiexec=${MPIACCEL_MPIEXEC:-mpirun}
-flags=${MPIACCEL_MPIEXEC_FLAGS:---oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: $*" >&2; status=1; }
+source "$(dirname "$0")/lib.sh" "$1"
+driver=$BUILD_DIR/tests/ckpt_driver
+tool=$MPIACCEL
+for f in "$tool" "$driver"; do
+  [ -x "$f" ] || fail "$f is missing; build targets mpiaccel_tool and ckpt_driver"
+done
+work=$WORK
 
 for mask in 000 022 077; do
   ck=$work/u$mask/deep/ck
-  # shellcheck disable=SC2086  # flags is a list of words
-  (umask $mask && $mpiexec $flags -np 2 -x OMP_NUM_THREADS=1 "$driver" save "$ck" 1 2 --mib 1 --keep 1) \
-    > "$work/out" 2> "$work/err" || { fail "umask $mask: save"; cat "$work/err" >&2; }
+  (umask $mask && mpi 2 "$driver" save "$ck" 1 2 --mib 1 --keep 1) \
+    > "$work/out" 2> "$work/err" || { cat "$work/err" >&2; fail "umask $mask: save"; }
   for p in "$work/u$mask/deep" "$ck" "$ck/latest" "$ck/step_00000002.h5"; do
     mode=$(stat -c %a "$p")
     echo "umask $mask: $mode ${p#"$work"/}"
@@ -31,25 +27,23 @@ ck=$work/u022/deep/ck
 outside=$work/outside.h5
 cp "$ck/step_00000002.h5" "$outside"
 load() {
-  # shellcheck disable=SC2086
-  $mpiexec $flags -np 2 -x OMP_NUM_THREADS=1 "$driver" load "$ck" --expect-step 2 --mib 1 > "$work/out" 2> "$work/err"
+  mpi 2 "$driver" load "$ck" --expect-step 2 --mib 1 > "$work/out" 2> "$work/err"
 }
 ln -s "$outside" "$ck/step_00000009.h5"
 echo "step_00000009.h5" > "$ck/latest"
 load && fail "a latest naming a symbolic link was followed"
 grep -q "names step_00000009.h5, which is not a regular file (a symbolic link?); refusing" "$work/err" \
-  || { fail "link named by latest: message"; cat "$work/err" >&2; }
+  || { cat "$work/err" >&2; fail "link named by latest: message"; }
 rm "$ck/latest"
 ln -s "$outside" "$ck/latest"
 load && fail "a latest that is a symbolic link was followed"
 grep -q "latest is not a regular file (a symbolic link?); refusing" "$work/err" \
-  || { fail "latest as a link: message"; cat "$work/err" >&2; }
+  || { cat "$work/err" >&2; fail "latest as a link: message"; }
 for bad in "../../etc/passwd" "/etc/passwd"; do
   rm -f "$ck/latest"
   echo "$bad" > "$ck/latest"
   load && fail "latest naming $bad was followed"
   grep -q "does not name a checkpoint file (damaged \`latest\`)" "$work/err" \
-    || { fail "latest naming $bad: message"; cat "$work/err" >&2; }
+    || { cat "$work/err" >&2; fail "latest naming $bad: message"; }
 done
-[ "$status" -eq 0 ] && echo "PASS"
-exit $status
+echo "PASS"

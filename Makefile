@@ -49,7 +49,7 @@ DEB_PACKAGES := build-essential cmake pkg-config ccache \
 # reuses the objects an earlier build compiled.
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all build deps deps-apt deps-torch gpu-debs configure install test test-quick test-all bench run clean
+.PHONY: all build deps deps-apt deps-torch gpu-debs configure install test test-quick test-all test-sanitize bench run clean
 
 all: build
 
@@ -107,6 +107,22 @@ test: build
 QUICK_TESTS ?= ^unit_|_np2$$
 test-quick: build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 600 -j$(JOBS) -LE 'gpu|long|script' -R '$(QUICK_TESTS)'
+
+# The unit tests and the np 1-2 MPI tests built with AddressSanitizer and
+# UndefinedBehaviorSanitizer in their own build directory (CI runs it). Any
+# report fails the test; Open MPI's and HDF5's leaks at exit are suppressed
+# by library name in tests/sanitize/lsan.supp (docs/testing.md).
+SANITIZE_BUILD ?= build-sanitize
+SANITIZE_TESTS ?= ^unit_|_np[12]$$
+SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1 \
+  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitize/lsan.supp:print_suppressions=0 \
+  UBSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitize/ubsan.supp:print_stacktrace=1:halt_on_error=1
+test-sanitize: deps-torch
+	$(MAKE) configure BUILD=$(SANITIZE_BUILD) \
+	  CMAKE_ARGS="-DMPIACCEL_SANITIZE=address,undefined -DMPIACCEL_WITH_NCCL=OFF $(CMAKE_ARGS)"
+	cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target mpiaccel_test_programs
+	$(SANITIZE_ENV) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure --timeout 600 -j$(JOBS) \
+	  -LE 'gpu|long|script' -R '$(SANITIZE_TESTS)'
 
 test-all: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) -LE gpu

@@ -23,21 +23,34 @@ namespace {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// The names a save gives its files: step_<digits>.h5 (checkpoint_file_name:
+// 8 digits or more) and .step_<digits>.h5.tmp while it is written. Prune,
+// tmp cleanup and the listing of committed checkpoints consider no other
+// name, and only regular files (is_regular_in): a user's step_5.h5 or
+// notes.h5.tmp, or a directory or symbolic link called step_00000001.h5, is
+// never touched. At most 18 digits: any step an int64 holds.
 bool parse_step_name(const std::string& name, int64_t* step) {
-  // step_<digits>.h5
   const std::string prefix = "step_", suffix = ".h5";
-  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+  if (name.size() < prefix.size() + 8 + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
       name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
     return false;
   const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return false;
+  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return false;
   *step = std::stoll(digits);
   return true;
 }
 
 bool is_stale_tmp(const std::string& name) {
-  return name.size() > 12 && name.compare(0, 6, ".step_") == 0 &&
-         name.compare(name.size() - 7, 7, ".h5.tmp") == 0;
+  const std::string suffix = ".tmp";
+  int64_t step = 0;
+  return name.size() > 1 + suffix.size() && name[0] == '.' &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+         parse_step_name(name.substr(1, name.size() - 1 - suffix.size()), &step);
+}
+
+bool is_regular_in(const std::string& dir, const std::string& name) {
+  struct stat st {};
+  return ::lstat(join_path(dir, name).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 std::vector<std::string> directory_entries(const std::string& dir) {
@@ -47,6 +60,17 @@ std::vector<std::string> directory_entries(const std::string& dir) {
   while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
   ::closedir(d);
   return names;
+}
+
+// (step, name) of the committed checkpoint files in `dir`, oldest first.
+std::vector<std::pair<int64_t, std::string>> committed_files(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> committed;
+  for (const auto& name : directory_entries(dir)) {
+    int64_t step = 0;
+    if (parse_step_name(name, &step) && is_regular_in(dir, name)) committed.emplace_back(step, name);
+  }
+  std::sort(committed.begin(), committed.end());
+  return committed;
 }
 
 std::string read_latest(const std::string& dir) {
@@ -183,16 +207,13 @@ void commit_checkpoint(const std::string& dir, const std::string& tmp_name,
 
 std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_last) {
   std::vector<std::string> removed;
-  const std::string latest = read_latest(dir);
-  std::vector<std::pair<int64_t, std::string>> committed;
-  for (const auto& name : directory_entries(dir)) {
-    int64_t step = 0;
-    if (parse_step_name(name, &step)) committed.emplace_back(step, name);
-    if (is_stale_tmp(name) && file_system().unlink(join_path(dir, name).c_str()) == 0)
+  for (const auto& name : directory_entries(dir))
+    if (is_stale_tmp(name) && is_regular_in(dir, name) &&
+        file_system().unlink(join_path(dir, name).c_str()) == 0)
       removed.push_back(join_path(dir, name));
-  }
   if (keep_last <= 0) return removed;
-  std::sort(committed.begin(), committed.end());
+  const std::string latest = read_latest(dir);
+  const auto committed = committed_files(dir);
   const int64_t excess = static_cast<int64_t>(committed.size()) - keep_last;
   for (int64_t i = 0; i < excess; ++i) {
     const auto& name = committed[static_cast<size_t>(i)].second;
@@ -204,14 +225,8 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_
 }
 
 std::vector<std::string> list_checkpoints(const std::string& dir) {
-  std::vector<std::pair<int64_t, std::string>> committed;
-  for (const auto& name : directory_entries(dir)) {
-    int64_t step = 0;
-    if (parse_step_name(name, &step)) committed.emplace_back(step, join_path(dir, name));
-  }
-  std::sort(committed.begin(), committed.end());
   std::vector<std::string> paths;
-  for (auto& c : committed) paths.push_back(std::move(c.second));
+  for (const auto& [step, name] : committed_files(dir)) paths.push_back(join_path(dir, name));
   return paths;
 }
 

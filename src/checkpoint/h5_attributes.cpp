@@ -7,7 +7,37 @@
 namespace mpiaccel::detail {
 namespace {
 
+// The largest text value read (a config, an RNG blob list): beyond it a file lies.
+constexpr size_t kMaxTextBytes = size_t{256} << 20;
+
+// "/model/w" for an object, "attribute 'step' of /" for an attribute.
+std::string describe(hid_t obj, bool is_attribute) {
+  char name[512] = {0};
+  if (!is_attribute) {
+    H5Iget_name(obj, name, sizeof name);
+    return std::string("dataset ") + name;
+  }
+  char attribute[256] = {0};
+  H5Aget_name(obj, sizeof attribute, attribute);
+  H5Iget_name(obj, name, sizeof name);
+  return std::string("attribute '") + attribute + "' of " + name;
+}
+
+// A file may give any value any dataspace and any string length: every value
+// read here is one element, and a string is at most kMaxTextBytes, or the
+// read is refused before a byte lands in a buffer sized for one.
+void check_single_value(hid_t obj, hid_t type, bool is_attribute) {
+  H5Id space(MPIACCEL_CHECK_HDF5(is_attribute ? H5Aget_space(obj) : H5Dget_space(obj)));
+  const hssize_t points = H5Sget_simple_extent_npoints(space);
+  MPIACCEL_CHECK(points == 1, describe(obj, is_attribute) + " holds " + std::to_string(points) +
+                                  " values where one is expected (a damaged or hostile file)");
+  MPIACCEL_CHECK(H5Tis_variable_str(type) > 0 || H5Tget_size(type) <= kMaxTextBytes,
+                 describe(obj, is_attribute) + " claims a value of " +
+                     std::to_string(H5Tget_size(type)) + " bytes (a damaged or hostile file)");
+}
+
 std::string read_string(hid_t obj, hid_t type, bool is_attribute) {
+  check_single_value(obj, type, is_attribute);
   // Variable-length strings (files written by others) are read as such.
   if (H5Tis_variable_str(type) > 0) {
     H5Id mem(MPIACCEL_CHECK_HDF5(H5Tcopy(H5T_C_S1)));
@@ -62,7 +92,7 @@ bool read_string_attribute(hid_t loc, const std::string& name, std::string* valu
   if (MPIACCEL_CHECK_HDF5(H5Aexists(loc, name.c_str())) == 0) return false;
   H5Id attr(MPIACCEL_CHECK_HDF5(H5Aopen(loc, name.c_str(), H5P_DEFAULT)));  // independent
   H5Id type(MPIACCEL_CHECK_HDF5(H5Aget_type(attr)));
-  MPIACCEL_CHECK(H5Tget_class(type) == H5T_STRING, "attribute '" + name + "' is not a string");
+  MPIACCEL_CHECK(H5Tget_class(type) == H5T_STRING, describe(attr, true) + " is not a string");
   *value = read_string(attr, type, true);
   return true;
 }
@@ -71,7 +101,8 @@ bool read_int_attribute(hid_t loc, const std::string& name, int64_t* value) {
   if (MPIACCEL_CHECK_HDF5(H5Aexists(loc, name.c_str())) == 0) return false;
   H5Id attr(MPIACCEL_CHECK_HDF5(H5Aopen(loc, name.c_str(), H5P_DEFAULT)));  // independent
   H5Id type(MPIACCEL_CHECK_HDF5(H5Aget_type(attr)));
-  MPIACCEL_CHECK(H5Tget_class(type) == H5T_INTEGER, "attribute '" + name + "' is not an integer");
+  MPIACCEL_CHECK(H5Tget_class(type) == H5T_INTEGER, describe(attr, true) + " is not an integer");
+  check_single_value(attr, type, true);
   MPIACCEL_CHECK_HDF5(H5Aread(attr, H5T_NATIVE_INT64, value));
   return true;
 }
@@ -91,10 +122,12 @@ std::map<std::string, std::string> read_attributes_as_text(hid_t loc) {
     if (H5Tget_class(type) == H5T_STRING) {
       out[name] = read_string(attr, type, true);
     } else if (H5Tget_class(type) == H5T_INTEGER) {
+      check_single_value(attr, type, true);
       int64_t v = 0;
       MPIACCEL_CHECK_HDF5(H5Aread(attr, H5T_NATIVE_INT64, &v));
       out[name] = std::to_string(v);
     } else if (H5Tget_class(type) == H5T_FLOAT) {
+      check_single_value(attr, type, true);
       double v = 0;
       MPIACCEL_CHECK_HDF5(H5Aread(attr, H5T_NATIVE_DOUBLE, &v));
       std::ostringstream text;
@@ -123,7 +156,7 @@ void write_text_dataset(hid_t loc, const std::string& name, const std::string& t
 std::string read_text_dataset(hid_t loc, const std::string& name) {
   H5Id dset(MPIACCEL_CHECK_HDF5(H5Dopen2(loc, name.c_str(), H5P_DEFAULT)));  // independent
   H5Id type(MPIACCEL_CHECK_HDF5(H5Dget_type(dset)));
-  MPIACCEL_CHECK(H5Tget_class(type) == H5T_STRING, "dataset '" + name + "' is not text");
+  MPIACCEL_CHECK(H5Tget_class(type) == H5T_STRING, describe(dset, false) + " is not text");
   return read_string(dset, type, false);
 }
 

@@ -247,9 +247,19 @@ CheckpointInfo read_manifest_header(hid_t file, const std::string& path) {
   return info;
 }
 
-}  // namespace
+// Errors of the generic HDF5 readers (h5_attributes) name the object, not
+// the file: the manifest's readers add it.
+template <class Read>
+CheckpointInfo naming_the_file(const std::string& path, Read&& read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    if (e.message().find(path) != std::string::npos) throw;
+    MPIACCEL_THROW("checkpoint " + path + ": " + e.message());
+  }
+}
 
-CheckpointInfo read_manifest(hid_t file, const std::string& path) {
+CheckpointInfo read_whole_manifest(hid_t file, const std::string& path) {
   CheckpointInfo info = read_manifest_header(file, path);
   std::vector<ShardRecord> records = read_shard_table(file, path);
   std::unordered_map<std::string, size_t> index;
@@ -271,9 +281,7 @@ CheckpointInfo read_manifest(hid_t file, const std::string& path) {
   return info;
 }
 
-CheckpointInfo read_manifest_indexed(hid_t file, const std::string& path, ShardIndex* index) {
-  index->present = object_exists(file, kShardIndexPath);
-  if (!index->present) return read_manifest(file, path);
+CheckpointInfo read_indexed_manifest(hid_t file, const std::string& path, ShardIndex* index) {
   CheckpointInfo info = read_manifest_header(file, path);
   size_t name_length = 0;
   int64_t table_rows = 0;
@@ -323,6 +331,18 @@ CheckpointInfo read_manifest_indexed(hid_t file, const std::string& path, ShardI
     read_tensor_header(file, path, &info.tensors[i]);
   }
   return info;
+}
+
+}  // namespace
+
+CheckpointInfo read_manifest(hid_t file, const std::string& path) {
+  return naming_the_file(path, [&] { return read_whole_manifest(file, path); });
+}
+
+CheckpointInfo read_manifest_indexed(hid_t file, const std::string& path, ShardIndex* index) {
+  index->present = object_exists(file, kShardIndexPath);
+  if (!index->present) return read_manifest(file, path);
+  return naming_the_file(path, [&] { return read_indexed_manifest(file, path, index); });
 }
 
 std::vector<ShardRecord> read_shard_rows(hid_t file, const std::string& path, int64_t first,

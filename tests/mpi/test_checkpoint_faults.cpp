@@ -3,7 +3,10 @@
 // flipped bytes inside a tensor, a truncated file, a foreign HDF5 file, a file
 // that is not HDF5, a checkpoint of a different model, a missing directory,
 // a directory without `latest`, a damaged or missing shard index, shapes and
-// shard records that claim petabytes or negative rows. (A full disk and a
+// shard records that claim petabytes or negative rows, dtype attributes that
+// disagree with their data, attributes holding many values, shard records of
+// a tensor without data, and prune and tmp cleanup next to files of the
+// user's. (A full disk and a
 // killed rank are process level: tests/scripts/test_ckpt_full_disk.sh,
 // test_ckpt_kill.sh.)
 #define BOOST_TEST_MODULE checkpoint_faults
@@ -345,4 +348,169 @@ BOOST_AUTO_TEST_CASE(hostile_shapes_and_shard_records_are_refused_before_any_all
       BOOST_TEST(tool.find("a shard claims rows") != std::string::npos, tool);
     }
   }
+}
+
+namespace {
+
+// Replaces the torch_dtype attribute of dataset `name` by `value`, stored as
+// a fixed-length string, or as an int64 when `as_string` is false.
+void set_dtype_attribute(hid_t file, const char* name, const std::string& value, bool as_string) {
+  hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
+  H5Adelete(dset, "torch_dtype");
+  hid_t scalar = H5Screate(H5S_SCALAR);
+  hid_t type = as_string ? H5Tcopy(H5T_C_S1) : H5Tcopy(H5T_STD_I64LE);
+  if (as_string) H5Tset_size(type, value.size());
+  hid_t attr = H5Acreate2(dset, "torch_dtype", type, scalar, H5P_DEFAULT, H5P_DEFAULT);
+  const int64_t number = 7;
+  H5Awrite(attr, type, as_string ? static_cast<const void*>(value.data()) : &number);
+  H5Aclose(attr);
+  H5Tclose(type);
+  H5Sclose(scalar);
+  H5Dclose(dset);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(dtype_attributes_that_disagree_with_their_dataset_are_refused) {
+  SharedDir dir("ckpt_faults");
+  const std::string path = save_one(dir);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  struct Lie {
+    const char* file;
+    const char* dataset;
+    std::string dtype;
+    bool as_string;
+    std::initializer_list<const char*> needles;
+  };
+  const Lie lies[] = {
+      // float32 bytes announced as float64 (would read twice the bytes)
+      {"wide.h5", "/model/w", "float64", true, {"model/w", "HDF5 type does not hold float64"}},
+      // int64 bytes announced as float32 (same row count, other meaning)
+      {"kind.h5", "/model/b", "float32", true, {"model/b", "HDF5 type does not hold float32"}},
+      {"unknown.h5", "/model/w", "complex128", true, {"model/w", "unknown torch_dtype 'complex128'"}},
+      {"number.h5", "/model/w", "", false, {"model/w", "torch_dtype"}},
+  };
+  for (const Lie& lie : lies) {
+    const std::string bad = edited_copy(path, dir.path + "/" + lie.file, [&](hid_t file) {
+      set_dtype_attribute(file, lie.dataset, lie.dtype, lie.as_string);
+    });
+    ShardedStateDict targets = full_targets();
+    std::vector<const char*> needles(lie.needles);
+    needles.push_back(lie.file);
+    const std::string message = error_of([&] { ckpt.load(bad, targets); });
+    bool ok = fails_everywhere_with(message, {});
+    for (const char* n : needles) ok &= message.find(n) != std::string::npos;
+    MPIACCEL_CHECK_ALL(ok);
+    if (world().rank() == 0) {
+      const std::string tool = error_of([&] { CheckpointReader reader(bad); });
+      BOOST_TEST(tool.find(needles[1]) != std::string::npos, tool);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(shard_records_naming_a_tensor_without_data_are_refused) {
+  SharedDir dir("ckpt_faults");
+  const std::string path = save_one(dir);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  // /meta/shards lists model/b, whose dataset is gone; with the shard index
+  // (the load's path) and without it (the old reader, the ckpt tool).
+  for (const bool with_index : {true, false}) {
+    const std::string bad = edited_copy(path, dir.path + "/ghost.h5", [with_index](hid_t file) {
+      H5Ldelete(file, "/model/b", H5P_DEFAULT);
+      if (!with_index) H5Ldelete(file, "/meta/shard_index", H5P_DEFAULT);
+    });
+    ShardedStateDict targets = full_targets();
+    const std::string message = error_of([&] { ckpt.load(bad, targets); });
+    MPIACCEL_CHECK_ALL(fails_everywhere_with(
+        message, {"ghost.h5", "tensor model/b is listed in /meta/shards but has no dataset"}));
+    if (world().rank() == 0) {
+      const std::string tool = error_of([&] { CheckpointReader reader(bad); });
+      BOOST_TEST(tool.find("has no dataset") != std::string::npos, tool);
+    }
+  }
+  // A load that does not ask for the missing tensor still refuses the file:
+  // a checkpoint is whole or it is not loaded.
+  const std::string bad = dir.path + "/ghost.h5";
+  ShardedStateDict only_w;
+  only_w.tensors.push_back(full_targets().tensors[0]);
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(bad, only_w); }),
+                                           {"has no dataset"}));
+}
+
+BOOST_AUTO_TEST_CASE(prune_and_tmp_cleanup_touch_only_files_a_save_created) {
+  SharedDir dir("ckpt_faults");
+  const std::string run = dir.path + "/run", outside = dir.path + "/outside.h5";
+  // Files of the user's beside the checkpoints, with names close to ours,
+  // links leading out of the directory, and one stale tmp of a crashed save.
+  const std::vector<std::string> decoys = {
+      "step_5.h5", "step_00000001.h5.bak", ".step_notes.h5.tmp", "notes.h5.tmp",
+      "step_999999999999999999999999.h5", "step_0000000x.h5"};
+  const std::vector<std::string> links = {"step_00000002.h5", ".step_00000003.h5.tmp"};
+  if (world().rank() == 0) {
+    fs::create_directories(run + "/step_00000004.h5");  // a directory
+    std::ofstream(outside) << "precious";
+    for (const auto& name : decoys) std::ofstream(run + "/" + name) << name;
+    for (const auto& name : links) fs::create_symlink(outside, run + "/" + name);
+    std::ofstream(run + "/.step_00000007.h5.tmp") << "partial";
+  }
+  world().barrier();
+  Checkpointer ckpt(world_ptr(), run, 1);
+  CheckpointMeta meta;
+  meta.strategy = "ddp";
+  for (int64_t step : {10, 20, 30}) ckpt.save(state_of_model(), step, meta);
+  bool ok = Checkpointer::list(run) == std::vector<std::string>{run + "/step_00000030.h5"};
+  ok &= !fs::exists(run + "/.step_00000007.h5.tmp");  // ours: removed
+  for (const auto& name : decoys) {
+    std::ifstream in(run + "/" + name);
+    std::string text;
+    std::getline(in, text);
+    ok &= text == name;
+  }
+  for (const auto& name : links) ok &= fs::is_symlink(run + "/" + name);
+  ok &= fs::is_directory(run + "/step_00000004.h5");
+  std::ifstream precious(outside);
+  std::string text;
+  std::getline(precious, text);
+  ok &= text == "precious";
+  MPIACCEL_CHECK_ALL(ok);
+}
+
+BOOST_AUTO_TEST_CASE(attributes_holding_many_values_are_refused_before_they_are_read) {
+  // A value read into room for one (the step, a dtype name) that the file
+  // gives 1,000 elements: refused by its dataspace, nothing read past it.
+  SharedDir dir("ckpt_faults");
+  const std::string path = save_one(dir);
+  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  const std::string bad = edited_copy(path, dir.path + "/many.h5", [](hid_t file) {
+    const hsize_t dims[1] = {1000};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    std::vector<int64_t> steps(1000, 5);
+    H5Adelete(file, "step");
+    hid_t attr = H5Acreate2(file, "step", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(attr, H5T_NATIVE_INT64, steps.data());
+    H5Aclose(attr);
+    H5Sclose(space);
+  });
+  ShardedStateDict targets = full_targets();
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(bad, targets); }),
+                                           {"many.h5", "attribute 'step' of /",
+                                            "holds 1000 values where one is expected"}));
+  const std::string names = edited_copy(path, dir.path + "/names.h5", [](hid_t file) {
+    const hsize_t dims[1] = {64};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, 7);
+    std::string values(64 * 7, 'x');
+    hid_t dset = H5Dopen2(file, "/model/w", H5P_DEFAULT);
+    H5Adelete(dset, "torch_dtype");
+    hid_t attr = H5Acreate2(dset, "torch_dtype", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(attr, type, values.data());
+    H5Aclose(attr);
+    H5Dclose(dset);
+    H5Tclose(type);
+    H5Sclose(space);
+  });
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(names, targets); }),
+                                           {"names.h5", "attribute 'torch_dtype' of /model/w",
+                                            "holds 64 values"}));
 }

@@ -15,7 +15,11 @@
 #    update below fp32's resolution of every weight: they are all drawn from
 #    N(0, 0.02), none zero), is bit-identical to what transformers wrote;
 #  - an init_from model of another shape fails with one line naming the
-#    tensor and both shapes.
+#    tensor and both shapes;
+#  - init_from files whose safetensors header lies (a length past the end, a
+#    tensor's bytes outside the file or overlapping another's, a shape that
+#    claims 2^62 elements, a truncated file) fail the run at once with one
+#    line naming the file and the lie, and write no checkpoint.
 source "$(dirname "$0")/lib.sh" "$1"
 
 PY=$SOURCE_DIR/.venv/bin/python
@@ -104,4 +108,42 @@ if mpi 2 "$MPIACCEL" train "${GPT[@]}" model.init_from="$WORK/theirs" model.n_em
      checkpoint.dir=bad > bad.out 2>&1; then fail "a model of another shape was accepted"; fi
 expect_contains bad.out "does not fit"
 expect_contains bad.out "set [model] n_layer, n_embd, vocab_size and [train] seq_len to the file's"
+
+# Lying headers, each in a copy of theirs/ (config.json as it is).
+"$PY" - <<'PY' || fail "could not write the lying files"
+import json, os, shutil, struct
+with open("theirs/model.safetensors", "rb") as f:
+    raw = f.read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+names = [k for k in header if k != "__metadata__"]
+def write(tag, header, data, length=None):
+    shutil.copytree("theirs", f"lie_{tag}", dirs_exist_ok=True)
+    text = json.dumps(header).encode()
+    with open(f"lie_{tag}/model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(text) if length is None else length) + text + data)
+write("length", header, data, length=1 << 40)
+h = json.loads(json.dumps(header)); h[names[0]]["data_offsets"][1] = len(data) + 4096
+write("outside", h, data)
+twin = next(k for k in names[1:] if (header[k]["shape"], header[k]["dtype"]) ==
+            (header[names[0]]["shape"], header[names[0]]["dtype"]))
+h = json.loads(json.dumps(header)); h[twin]["data_offsets"] = h[names[0]]["data_offsets"]
+write("overlap", h, data)
+h = json.loads(json.dumps(header)); h[names[0]]["shape"] = [1 << 31, 1 << 31]
+write("shape", h, data)
+write("truncated", header, data[: len(data) // 2])
+PY
+declare -A SAYS=([length]="its header claims 1099511627776 bytes" [outside]="outside the"
+                 [overlap]="overlap" [shape]="needs another number" [truncated]="outside the")
+for lie in length outside overlap shape truncated; do
+  rc=0
+  timeout 120 "$MPIEXEC" "${MPIEXEC_FLAGS[@]}" -np 2 -x OMP_NUM_THREADS=1 "$MPIACCEL" train "${GPT[@]}" \
+    model.init_from="$WORK/lie_$lie" train.max_steps=1 checkpoint.dir="lie_$lie.ckpt" > "lie_$lie.out" 2>&1 || rc=$?
+  [ $rc -ne 0 ] || fail "init_from a safetensors file whose header lies ($lie) was accepted"
+  [ $rc -ne 124 ] || fail "init_from lie_$lie hung"
+  expect_contains "lie_$lie.out" "lie_$lie/model.safetensors is not a valid safetensors file"
+  expect_contains "lie_$lie.out" "${SAYS[$lie]}"
+  [ ! -e "lie_$lie.ckpt/latest" ] || fail "a run from a lying file ($lie) wrote a checkpoint"
+  echo "lie_$lie: $(grep -m1 'not a valid safetensors' "lie_$lie.out")"
+done
 echo PASS

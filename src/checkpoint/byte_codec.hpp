@@ -39,6 +39,14 @@ class ByteReader {
     raw(&v, sizeof v);
     return v;
   }
+  /// An element count, checked against the bytes left (each element takes
+  /// at least `min_bytes_each`): a damaged message never sizes a huge vector.
+  size_t count(size_t min_bytes_each) {
+    const uint64_t n = u64();
+    MPIACCEL_CHECK(n <= (in_.size() - pos_) / min_bytes_each,
+                   "checkpoint: damaged message between ranks (a count past its end)");
+    return static_cast<size_t>(n);
+  }
   std::string str() {
     const uint64_t n = u64();
     need(n);

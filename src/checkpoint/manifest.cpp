@@ -9,6 +9,7 @@
 #include "checkpoint/byte_codec.hpp"
 #include "checkpoint/h5_attributes.hpp"
 #include "checkpoint/h5_types.hpp"
+#include "checkpoint/row_tiling.hpp"
 #include "runtime/check_hdf5.hpp"
 #include "state/dtype_name.hpp"
 
@@ -136,23 +137,19 @@ void read_tensor_header(hid_t file, const std::string& path, TensorInfo* t) {
 
 void check_tiling(const std::string& path, const TensorInfo& t) {
   const int64_t rows = row_count_of(t.shape);
-  int64_t next = 0;
+  const std::string tensor = "checkpoint " + path + ": tensor " + t.name + ": ";
+  std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const auto& s : t.shards) {
     MPIACCEL_CHECK(s.rows >= 0 && s.first_row >= 0 && s.rows <= rows && s.first_row <= rows - s.rows,
-                   "checkpoint " + path + ": tensor " + t.name + ": a shard claims rows [" +
-                       std::to_string(s.first_row) + ", +" + std::to_string(s.rows) +
-                       ") outside its " + std::to_string(rows) + " rows (damaged /meta/shards)");
-    MPIACCEL_CHECK(s.first_row == next,
-                   "checkpoint " + path + ": tensor " + t.name + ": rows [" +
-                       std::to_string(std::min(next, s.first_row)) + ", " +
-                       std::to_string(std::max(next, s.first_row)) + ") " +
-                       (s.first_row > next ? "are in no shard" : "are in two shards") +
-                       " (incomplete or damaged /meta/shards)");
-    next = s.first_row + s.rows;
+                   tensor + "a shard claims rows [" + std::to_string(s.first_row) + ", +" +
+                       std::to_string(s.rows) + ") outside its " + std::to_string(rows) +
+                       " rows (damaged /meta/shards)");
+    ranges.emplace_back(s.first_row, s.rows);
   }
-  MPIACCEL_CHECK(next == rows,
-                 "checkpoint " + path + ": tensor " + t.name + ": shards cover rows [0, " +
-                     std::to_string(next) + ") of " + std::to_string(rows) +
+  const TilingFault fault = find_tiling_fault(ranges, rows);
+  MPIACCEL_CHECK(fault.kind == TilingFault::kNone,
+                 tensor + "rows [" + std::to_string(fault.begin) + ", " + std::to_string(fault.end) +
+                     ") " + (fault.kind == TilingFault::kHole ? "are in no shard" : "are in two shards") +
                      " (incomplete or damaged /meta/shards)");
 }
 
@@ -441,7 +438,7 @@ std::string encode_records(const std::vector<ShardRecord>& records) {
 
 std::vector<ShardRecord> decode_records(const std::string& bytes) {
   ByteReader r(bytes);
-  std::vector<ShardRecord> records(r.u64());
+  std::vector<ShardRecord> records(r.count(40));
   for (auto& rec : records) {
     rec.name = r.str();
     rec.rank = static_cast<int32_t>(r.i64());
@@ -462,7 +459,7 @@ void encode_map(ByteWriter& w, const std::map<std::string, std::string>& m) {
 }
 std::map<std::string, std::string> decode_map(ByteReader& r) {
   std::map<std::string, std::string> m;
-  for (uint64_t n = r.u64(); n > 0; --n) {
+  for (size_t n = r.count(16); n > 0; --n) {
     std::string k = r.str();
     m[k] = r.str();
   }
@@ -515,14 +512,18 @@ CheckpointInfo decode_manifest(const std::string& bytes) {
   info.config_text = r.str();
   info.trainer = decode_map(r);
   info.attributes = decode_map(r);
-  info.tensors.resize(r.u64());
+  info.tensors.resize(r.count(40));
   for (auto& t : info.tensors) {
     t.name = r.str();
-    t.shape.resize(r.u64());
+    t.shape.resize(r.count(8));
     for (auto& d : t.shape) d = r.i64();
-    t.dtype = static_cast<at::ScalarType>(r.i64());
+    const int64_t dtype = r.i64();
+    t.dtype = static_cast<at::ScalarType>(dtype);
+    MPIACCEL_CHECK(dtype >= 0 && dtype < static_cast<int64_t>(at::ScalarType::NumOptions) &&
+                       checkpoint_dtype_supported(t.dtype),
+                   "checkpoint: damaged message between ranks (dtype " + std::to_string(dtype) + ")");
     t.bytes = r.i64();
-    t.shards.resize(r.u64());
+    t.shards.resize(r.count(32));
     for (auto& s : t.shards) {
       s.rank = static_cast<int>(r.i64());
       s.first_row = r.i64();

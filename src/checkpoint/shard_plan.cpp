@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include "checkpoint/row_tiling.hpp"
 #include "checkpoint/save_writer.hpp"
 #include "mpiaccel/error.hpp"
 #include "runtime/check_mpi.hpp"
@@ -31,20 +32,17 @@ std::string tiling_problem(const std::vector<ShardRecord>& records,
     auto& list = by_name[s.tensor->name];
     std::sort(list.begin(), list.end(),
               [](const ShardRecord* a, const ShardRecord* b) { return a->first_row < b->first_row; });
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const auto* r : list) ranges.emplace_back(r->first_row, r->rows);
+    const TilingFault fault = find_tiling_fault(ranges, s.rows);
     const std::string tensor = "checkpoint: tensor " + s.tensor->name + ": ";
-    int64_t next = 0;
-    for (const auto* r : list) {
-      if (r->first_row < next)
-        return tensor + "rows from " + std::to_string(r->first_row) + " are held by rank " +
-               std::to_string(r->rank) + " and another rank; each row must be saved by exactly one rank";
-      if (r->first_row > next)
-        return tensor + "rows [" + std::to_string(next) + ", " + std::to_string(r->first_row) +
-               ") are held by no rank";
-      next = r->first_row + r->rows;
-    }
-    if (next != s.rows)
-      return tensor + "rows [" + std::to_string(next) + ", " + std::to_string(s.rows) +
-             ") are held by no rank";
+    if (fault.kind == TilingFault::kOverlap && fault.range < list.size())
+      return tensor + "rows from " + std::to_string(fault.begin) + " are held by rank " +
+             std::to_string(list[fault.range]->rank) +
+             " and another rank; each row must be saved by exactly one rank";
+    if (fault.kind != TilingFault::kNone)
+      return tensor + "rows [" + std::to_string(fault.begin) + ", " + std::to_string(fault.end) +
+             ") are held by " + (fault.kind == TilingFault::kHole ? "no rank" : "two ranks");
   }
   return "checkpoint: the ranks' rows do not tile the tensors";
 }

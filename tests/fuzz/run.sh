@@ -5,20 +5,71 @@
 # crashed), then fuzzing from the seed corpus (tests/fuzz/corpus/NAME, copied:
 # the committed seeds stay as they are). A crash is saved into the regression
 # directory, to be committed, and fails the run. Prints the executions.
-#   usage: run.sh BUILD_DIR [SECONDS]
+#   usage: run.sh BUILD_DIR [SECONDS] [NAME...]   (default: every harness)
+# Harnesses (tests/fuzz/fuzz_NAME.cpp) and the sources each one compiles:
+#   config       the INI parser and schema
+#   manifest     the checkpoint manifest and attribute decoder
+#   safetensors  the safetensors reader
+#   token_file   the token file header and reader
+#   idx          the Fashion-MNIST IDX reader
 set -eu
 build=$(cd "$1" && pwd)
 seconds=${2:-60}
+shift $(( $# < 2 ? $# : 2 ))
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=$build/fuzz
-mkdir -p "$out"
-flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -I"$root/include" -I"$root/src")
-config_sources=("$root"/src/config/{config,derived,error,ini_parse,schema,value_text}.cpp)
-clang++ "${flags[@]}" "$here/fuzz_config.cpp" "${config_sources[@]}" -linih -o "$out/fuzz_config"
+mkdir -p "$out/obj"
+harnesses=("$@")
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(config manifest safetensors token_file idx)
+
+torch=$("$root/.venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2> /dev/null) ||
+  { echo "FAIL: no torch in $root/.venv: run make deps" >&2; exit 1; }
+mpi_include=$(mpicc --showme:incdirs | tr ' ' '\n' | sed 's/^/-isystem/')
+flags=(-std=c++17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined
+       -I"$root/include" -I"$root/src" -I"$here" -I"$build/include"
+       -isystem "$torch/include" -isystem "$torch/include/torch/csrc/api/include"
+       -isystem /usr/include/hdf5/openmpi $mpi_include)
+torch_libs=(-L"$torch/lib" -Wl,-rpath,"$torch/lib" -ltorch_cpu -lc10)
+hdf5_libs=(-L/usr/lib/x86_64-linux-gnu/hdf5/openmpi -Wl,-rpath,/usr/lib/x86_64-linux-gnu/hdf5/openmpi
+           -lhdf5 $(mpicc --showme:link))
+launcher=$(command -v ccache || true)
+
+# compile SOURCE: an object under $out/obj (ccache makes a rerun cheap).
+compile() {
+  local object=$out/obj/$(echo "${1#$root/}" | tr / _).o
+  $launcher clang++ "${flags[@]}" -fsanitize=fuzzer-no-link -c "$1" -o "$object"
+  echo "$object"
+}
+
+# link NAME SOURCES... -- LIBRARIES...
+link() {
+  local name=$1 objects=() libraries=()
+  shift
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do objects+=("$(compile "$1")"); shift; done
+  [ $# -gt 0 ] && shift
+  libraries=("$@")
+  clang++ "${flags[@]}" -fsanitize=fuzzer "${objects[@]}" "${libraries[@]}" -o "$out/fuzz_$name"
+}
+
+src=$root/src
+for name in "${harnesses[@]}"; do
+  case $name in
+    config) link config "$here/fuzz_config.cpp" "$src"/config/{config,derived,error,ini_parse,schema,value_text}.cpp -- -linih ;;
+    manifest) link manifest "$here/fuzz_manifest.cpp" "$src"/checkpoint/{manifest,h5_attributes,h5_types}.cpp \
+                "$src/config/error.cpp" -- "${hdf5_libs[@]}" "${torch_libs[@]}" ;;
+    safetensors) link safetensors "$here/fuzz_safetensors.cpp" "$src/checkpoint/safetensors.cpp" \
+                   "$src/config/error.cpp" -- "${torch_libs[@]}" ;;
+    token_file) link token_file "$here/fuzz_token_file.cpp" "$src/data/token_file.cpp" "$src/config/error.cpp" \
+                  -- "${torch_libs[@]}" ;;
+    idx) link idx "$here/fuzz_idx.cpp" "$src/data/fashion_mnist.cpp" "$src/config/error.cpp" \
+           -- "${torch_libs[@]}" -lz ;;
+    *) echo "FAIL: no harness $name" >&2; exit 1 ;;
+  esac
+done
+
 status=0
-for name in config; do
+for name in "${harnesses[@]}"; do
   regressions=$here/regressions/$name
   mkdir -p "$regressions"
   if [ -n "$(ls -A "$regressions")" ]; then

@@ -1,6 +1,8 @@
-# ctest: timeout 400; labels fuzz
-# The libFuzzer harnesses (tests/fuzz/run.sh), each for FUZZ_SECONDS (60) under
-# ASan and UBSan after replaying every kept regression input; a crash fails
-# the test and is kept in tests/fuzz/regressions/ for committing.
+# ctest: timeout 600; labels fuzz
+# The libFuzzer harnesses (tests/fuzz/run.sh: the INI parser and schema, the
+# checkpoint manifest and attribute decoder, the safetensors reader, the token
+# file and the IDX readers), each for FUZZ_SECONDS (60) under ASan and UBSan
+# after replaying every kept regression input; a crash fails the test and is
+# kept in tests/fuzz/regressions/NAME for committing.
 set -u
 bash "$(dirname "$0")/../fuzz/run.sh" "$1" "${FUZZ_SECONDS:-60}"

@@ -111,7 +111,7 @@ test-quick: build
 # The unit tests and the np 1-2 MPI tests built with AddressSanitizer and
 # UndefinedBehaviorSanitizer in their own build directory (CI runs it). Any
 # report fails the test; Open MPI's and HDF5's leaks at exit are suppressed
-# by library name in tests/sanitize/lsan.supp (docs/testing.md).
+# by library name in tests/sanitize/lsan.supp (README, Testing).
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_TESTS ?= ^unit_|_np[12]$$
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1 \

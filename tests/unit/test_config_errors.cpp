@@ -161,6 +161,13 @@ BOOST_AUTO_TEST_CASE(non_utf8_bytes) {
                            "ok.ini").train.model == "gpt");
 }
 
+BOOST_AUTO_TEST_CASE(nul_bytes) {
+  // inih would end the line at the NUL and read the rest as the next line.
+  BOOST_TEST(error_of(std::string("[train]\nmodel = gpt\0x\n", 22)) ==
+             "run.ini:2: line contains a NUL byte; accepted: text");
+  BOOST_TEST(error_of(std::string("\0", 1)) == "run.ini:1: line contains a NUL byte; accepted: text");
+}
+
 BOOST_AUTO_TEST_CASE(syntax_errors) {
   BOOST_TEST(error_of("[ddp]\nstatic_graph = 1\njust some words\n") ==
              "run.ini:3: syntax error in 'just some words'; accepted: '[section]', 'key = value' "

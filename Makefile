@@ -114,7 +114,16 @@ test-quick: build
 # by library name in tests/sanitize/lsan.supp (README, Testing).
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_TESTS ?= ^unit_|_np[12]$$
-SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1 \
+# SentencePiece is loaded with dlopen(RTLD_DEEPBIND) (src/data/sentencepiece_api.cpp:
+# it must bind to its own protobuf, not LibTorch's), which ASan cannot run
+# (google/sanitizers#611): the tokenizer's unit test is left out.
+SANITIZE_EXCLUDE ?= ^unit_test_tokenizer$$
+# Open MPI and PMIx keep their components loaded (disable_dlclose), and the
+# allocation stacks are unwound fully (fast_unwind_on_malloc=0: the outside
+# libraries have no frame pointers), so every leak report names its library.
+SANITIZE_ENV := OMPI_MCA_mca_base_component_disable_dlclose=1 \
+  PMIX_MCA_mca_base_component_disable_dlclose=1 \
+  ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 \
   LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitize/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitize/ubsan.supp:print_stacktrace=1:halt_on_error=1
 test-sanitize: deps-torch
@@ -122,7 +131,7 @@ test-sanitize: deps-torch
 	  CMAKE_ARGS="-DMPIACCEL_SANITIZE=address,undefined -DMPIACCEL_WITH_NCCL=OFF $(CMAKE_ARGS)"
 	cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target mpiaccel_test_programs
 	$(SANITIZE_ENV) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure --timeout 600 -j$(JOBS) \
-	  -LE 'gpu|long|script' -R '$(SANITIZE_TESTS)'
+	  -LE 'gpu|long|script' -R '$(SANITIZE_TESTS)' -E '$(SANITIZE_EXCLUDE)'
 
 test-all: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) -LE gpu

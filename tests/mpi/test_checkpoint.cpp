@@ -117,6 +117,7 @@ ShardedStateDict make_targets(const std::vector<Spec>& list,
 
 bool same_bits(const at::Tensor& a, const at::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || a.numel() != b.numel()) return false;
+  if (a.numel() == 0) return true;  // no data pointer to compare (UBSan: memcmp of null)
   return std::memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size()) == 0;
 }
 

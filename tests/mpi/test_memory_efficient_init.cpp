@@ -241,6 +241,13 @@ BOOST_AUTO_TEST_CASE(peak_rss_of_ranks_after_the_first_is_about_their_shard) {
     BOOST_TEST_MESSAGE("rank " << rank << ": increase " << increase / kMiB << " MiB, bound "
                                << bound / kMiB << " MiB");
   }
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's shadow memory, redzones and quarantine of freed
+  // blocks make RSS measure the sanitizer (make test-sanitize): the deferred
+  // build above ran under it; the bounds are checked by the plain build.
+  BOOST_TEST_MESSAGE("AddressSanitizer build: the RSS bounds are not checked");
+  return;
+#endif
   MPIACCEL_CHECK_ALL(rank == 0 || increase <= bound);
   MPIACCEL_CHECK_ALL(rank == 0 || increase < model_bytes);
   // From 3 ranks on, a shard + one unit is well under the model.

@@ -9,6 +9,7 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/init.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
@@ -179,9 +180,11 @@ class Gpt : public torch::nn::Module, public HasUnits, public Model {
       if (ends_with(name, ".bias")) {
         p.zero_();
       } else if (ends_with(name, "proj.weight")) {
-        p.normal_(0.0, residual_std);
+        // nn::init, not Tensor::normal_: the same draw, and GCC does not warn
+        // (-Wmaybe-uninitialized, falsely) about its defaulted generator.
+        torch::nn::init::normal_(p, 0.0, residual_std);
       } else {
-        p.normal_(0.0, 0.02);
+        torch::nn::init::normal_(p, 0.0, 0.02);
       }
     }
   }

@@ -29,7 +29,7 @@ std::shared_ptr<Net> seeded(uint64_t seed) {
   torch::manual_seed(seed);
   auto net = std::make_shared<Net>();
   torch::NoGradGuard no_grad;
-  net->bn->running_mean.uniform_();  // buffers differ per seed too
+  torch::nn::init::uniform_(net->bn->running_mean, 0, 1);  // buffers differ per seed too
   return net;
 }
 

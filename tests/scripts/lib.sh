@@ -17,6 +17,13 @@ mpi() {  # mpi NP PROGRAM ARGS...
 }
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+use_ckpt_programs() {  # sets $driver (tests/ckpt_driver) and $tool (mpiaccel), both required
+  driver=$BUILD_DIR/tests/ckpt_driver
+  tool=$MPIACCEL
+  for f in "$tool" "$driver"; do
+    [ -x "$f" ] || fail "$f is missing; build targets mpiaccel_tool and ckpt_driver"
+  done
+}
 expect_contains() {  # expect_contains FILE TEXT
   grep -qF -- "$2" "$1" || { echo "--- $1:"; cat "$1"; fail "'$2' not found in $1"; }
 }

@@ -8,11 +8,7 @@
 # name is ever loaded; the next save succeeds and leaves no .tmp. Then
 # `latest` naming a missing file is refused with the way out.
 source "$(dirname "$0")/lib.sh" "$1"
-driver=$BUILD_DIR/tests/ckpt_driver
-tool=$MPIACCEL
-for f in "$tool" "$driver"; do
-  [ -x "$f" ] || fail "$f is missing; build targets mpiaccel_tool and ckpt_driver"
-done
+use_ckpt_programs
 work=$WORK
 
 # phase:occurrence, saves, --keep, the step `latest` must name after the crash

@@ -4,11 +4,7 @@
 # `latest` that is a symbolic link, or that names one (which could lead out
 # of the directory), is refused with one line.
 source "$(dirname "$0")/lib.sh" "$1"
-driver=$BUILD_DIR/tests/ckpt_driver
-tool=$MPIACCEL
-for f in "$tool" "$driver"; do
-  [ -x "$f" ] || fail "$f is missing; build targets mpiaccel_tool and ckpt_driver"
-done
+use_ckpt_programs
 work=$WORK
 
 for mask in 000 022 077; do

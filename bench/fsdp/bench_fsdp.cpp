@@ -50,7 +50,7 @@
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/runtime.hpp"
 #include "mpiaccel/unit.hpp"
-#include "trainer/optimizer_factory.hpp"
+#include "optim/optimizer_factory.hpp"
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "mpiaccel/zero.hpp"
+#include "mpiaccel/optim.hpp"
 
 namespace {
 

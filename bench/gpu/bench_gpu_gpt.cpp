@@ -19,7 +19,7 @@
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/runtime.hpp"
 #include "runtime/device_streams.hpp"
-#include "trainer/optimizer_factory.hpp"
+#include "optim/optimizer_factory.hpp"
 
 using namespace mpiaccel;
 

@@ -1,5 +1,5 @@
 #pragma once
-// Sharded checkpoints in one parallel HDF5 file (DESIGN.md §6, docs/checkpoint.md).
+// Sharded checkpoints in one parallel HDF5 file (docs/checkpoint.md; the file's contract: docs/design.md, "Checkpoint file").
 //
 // Checkpointer::save writes a ShardedStateDict as DIR/.step_%08d.h5.tmp through
 // MPI-IO (every rank writes its own dim-0 rows of every tensor at the tensor's

@@ -1,5 +1,5 @@
 #pragma once
-// The neutral description of distributed training state (DESIGN.md §2
+// The neutral description of distributed training state (docs/design.md, "Modules"
 // `state`): every strategy describes its parameters, buffers and optimizer
 // slots as tensors of a full logical shape of which this rank holds a range of
 // dim-0 rows. The checkpoint module turns that into one HDF5 file and back, so

@@ -1,5 +1,5 @@
 #pragma once
-// How a model lets mpiaccel run its units (DESIGN.md §3).
+// How a model lets mpiaccel run its units (docs/fsdp.md, "How a model lets FSDP run its units").
 //
 // LibTorch's C++ modules have no forward hooks, so FSDP cannot intercept a
 // unit's forward the way PyTorch does. Instead a model opts in by

@@ -11,17 +11,13 @@
 //   stage 2: gradients reduce-scattered in buckets as backward produces them,
 //            so a rank only keeps its rows of every gradient; then as stage 1.
 // Stage 3 is FSDP's full shard and stage 0 is DDP: make_strategy routes them.
+// The host step of ZeRO-Offload is mpiaccel/optim.hpp's host_adamw_step.
 
-#include <functional>
 #include <memory>
 
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
-
-namespace torch::optim {
-class AdamW;
-}
 
 namespace mpiaccel {
 
@@ -36,25 +32,5 @@ class Communicator;
 std::unique_ptr<Strategy> make_zero_strategy(const ZeroConfig& config,
                                              std::shared_ptr<Communicator> comm,
                                              const PrecisionPolicy& precision = {});
-
-/// One step of `optimizer`, with exactly the arithmetic of
-/// torch::optim::AdamW::step() (LibTorch 1.13) and the same state entries
-/// (AdamWParamState step/exp_avg/exp_avg_sq/max_exp_avg_sq), but fused into one
-/// vectorised pass per parameter and split over the intra-op threads
-/// (at::set_num_threads). Parameters, gradients and state must be contiguous
-/// float32 CPU tensors (ZeRO-Offload's master copies are). Bit-identical to
-/// torch::optim::AdamW on CPUs with AVX2+FMA.
-void host_adamw_step(torch::optim::AdamW& optimizer);
-
-/// Called around each parameter's update by host_adamw_step: `before(p)` when
-/// p is next (e.g. wait until its gradient has arrived from the device),
-/// `after(p)` once p is updated (e.g. start its copy back), so the copies of
-/// the others overlap the host arithmetic. Either may be empty.
-struct HostStepHooks {
-  std::function<void(const at::Tensor&)> before;
-  std::function<void(const at::Tensor&)> after;
-};
-/// host_adamw_step with `hooks` around each parameter that has a gradient.
-void host_adamw_step(torch::optim::AdamW& optimizer, const HostStepHooks& hooks);
 
 }  // namespace mpiaccel

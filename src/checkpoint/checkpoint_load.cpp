@@ -44,7 +44,7 @@
 #include "checkpoint/tensor_io.hpp"
 #include "mpiaccel/log.hpp"
 #include "runtime/check_hdf5.hpp"
-#include "state/dtype_name.hpp"
+#include "core/dtype_names.hpp"
 
 namespace mpiaccel::detail {
 namespace {

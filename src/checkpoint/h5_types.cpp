@@ -6,7 +6,7 @@
 
 #include "mpiaccel/checkpoint.hpp"
 #include "runtime/check_hdf5.hpp"
-#include "state/dtype_name.hpp"
+#include "core/dtype_names.hpp"
 
 namespace mpiaccel {
 
@@ -43,15 +43,9 @@ bool checkpoint_dtype_supported(at::ScalarType dtype) {
 }
 
 bool parse_checkpoint_dtype(const std::string& name, at::ScalarType* dtype) {
-  static const at::ScalarType all[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16,
-                                       at::kLong,  at::kInt,    at::kShort, at::kChar,
-                                       at::kByte,  at::kBool};
-  for (auto t : all)
-    if (dtype_name(t) == name) {
-      *dtype = t;
-      return true;
-    }
-  return false;
+  const auto found = dtype_from_name(name);
+  if (found) *dtype = *found;
+  return found.has_value();
 }
 
 H5Id make_bfloat16_type() { return make_half_like(8, 7, 127); }

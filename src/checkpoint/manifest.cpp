@@ -11,7 +11,7 @@
 #include "checkpoint/h5_types.hpp"
 #include "checkpoint/row_tiling.hpp"
 #include "runtime/check_hdf5.hpp"
-#include "state/dtype_name.hpp"
+#include "core/dtype_names.hpp"
 
 namespace mpiaccel {
 

@@ -19,7 +19,7 @@
 #include "checkpoint/raw_writer.hpp"
 #include "mpiaccel/version.hpp"
 #include "runtime/check_hdf5.hpp"
-#include "state/dtype_name.hpp"
+#include "core/dtype_names.hpp"
 
 namespace mpiaccel::detail {
 namespace {

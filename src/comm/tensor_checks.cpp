@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "core/dtype_names.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::detail {
@@ -17,16 +18,18 @@ std::string shape_text(const at::Tensor& tensor) {
 
 }  // namespace
 
-const char* dtype_name(at::ScalarType dtype) {
+bool communicable(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kInt: return "int32";
-    case at::kLong: return "int64";
-    case at::kByte: return "uint8";
-    default: return nullptr;
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kInt:
+    case at::kLong:
+    case at::kByte:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -35,7 +38,7 @@ void check_tensor(const at::Tensor& tensor, const char* op, const char* argument
   // Built only on failure: this runs on every collective call.
   const auto where = [&] { return std::string(op) + ": `" + argument + "`"; };
   MPIACCEL_CHECK(tensor.defined(), where() + " is an undefined tensor; pass an allocated tensor");
-  MPIACCEL_CHECK(dtype_name(tensor.scalar_type()) != nullptr,
+  MPIACCEL_CHECK(communicable(tensor.scalar_type()),
                  where() + " has dtype " + c10::toString(tensor.scalar_type()) +
                      ", which the communicators do not move; supported: " + kSupported +
                      " (convert with .to())");
@@ -102,7 +105,7 @@ std::string describe_op(const char* op, int64_t bytes, const char* dtype) {
 }
 
 std::string describe_op(const char* op, const at::Tensor& tensor) {
-  return describe_op(op, static_cast<int64_t>(tensor.nbytes()), dtype_name(tensor.scalar_type()));
+  return describe_op(op, static_cast<int64_t>(tensor.nbytes()), dtype_name(tensor.scalar_type()).c_str());
 }
 
 std::string format_duration(std::chrono::milliseconds duration) {

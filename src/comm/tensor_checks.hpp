@@ -14,9 +14,6 @@
 
 namespace mpiaccel::detail {
 
-/// "float32", "bfloat16", ... for the dtypes the communicators move.
-const char* dtype_name(at::ScalarType dtype);
-
 /// Throws unless `tensor` is defined, contiguous, of a supported dtype and on
 /// the communicator's device (`want_cuda`).
 void check_tensor(const at::Tensor& tensor, const char* op, const char* argument,

@@ -1,6 +1,6 @@
 // The schema table: every section and key of the INI file, in file order.
 // Names and defaults follow Hugging Face Accelerate's config where it has the
-// key (DESIGN.md §5); defaults are the member initialisers of config.hpp.
+// key (docs/config.md); defaults are the member initialisers of config.hpp.
 
 #include "config/schema.hpp"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ddp/node_shared_params.hpp"
-#include "state/reducer.hpp"
+#include "grad_sync/reducer.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"

@@ -2,7 +2,7 @@
 // The FSDP runtime (internal): the unit interceptor that gathers a unit's
 // parameters around its forward, the backward hooks that gather again, and
 // the reduce-scatter of gradients, one unit per bucket, as GradSync's policy
-// (state/grad_sync.hpp holds the backward state machine: gradient hooks,
+// (grad_sync/grad_sync.hpp holds the backward state machine: gradient hooks,
 // in-order launches, the end-of-backward callback, the used map, no_sync).
 // docs/fsdp.md tells the whole sequence; the why of each step is commented at
 // the spot.
@@ -33,8 +33,8 @@
 #include "fsdp/fsdp_unit.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/unit.hpp"
-#include "state/grad_sync.hpp"
-#include "state/offload_copies.hpp"
+#include "grad_sync/grad_sync.hpp"
+#include "grad_sync/offload_copies.hpp"
 #include "runtime/device_streams.hpp"
 
 namespace mpiaccel::detail {
@@ -109,7 +109,7 @@ class FsdpEngine final : public UnitInterceptor, public GradSync {
   FsdpUnit& unit_of_bucket(size_t bucket) { return units_[reduce_order_[bucket]]; }
   void launch_reduce(FsdpUnit& unit);
 
-  // The policy (state/grad_sync.hpp). Bucket k is unit reduce_order_[k].
+  // The policy (grad_sync/grad_sync.hpp). Bucket k is unit reduce_order_[k].
   void stage(size_t param) override {}  // packed when the unit launches
   void launch(size_t bucket) override { launch_reduce(unit_of_bucket(bucket)); }
   void on_bucket_filled(size_t bucket) override;

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "core/dtype_names.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/precision.hpp"
 
@@ -40,20 +41,13 @@ GradientDivision gradient_division(int world_size, std::optional<at::ScalarType>
   return division;
 }
 
-std::string precision_dtype_name(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat: return "fp32";
-    case at::kBFloat16: return "bf16";
-    case at::kHalf: return "fp16";
-    default: return c10::toString(dtype);
-  }
-}
+std::string precision_dtype_name(at::ScalarType dtype) { return dtype_short_name(dtype); }
 
 at::ScalarType parse_precision_dtype(const std::string& name) {
-  if (name == "fp32" || name == "float32" || name == "float") return at::kFloat;
-  if (name == "bf16" || name == "bfloat16") return at::kBFloat16;
-  if (name == "fp16" || name == "float16" || name == "half") return at::kHalf;
-  MPIACCEL_THROW("dtype '" + name + "' is unknown; accepted: fp32, bf16, fp16");
+  const auto dtype = dtype_from_config_name(name);
+  const bool mixable = dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf;
+  MPIACCEL_CHECK(mixable, "dtype '" + name + "' is unknown; accepted: fp32, bf16, fp16");
+  return *dtype;
 }
 
 PrecisionPolicy PrecisionPolicy::from_config(const DistributedConfig& config) {

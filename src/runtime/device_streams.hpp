@@ -6,7 +6,7 @@
 // GPU: on a CPU tensor every call is a no-op (the CPU has one in-order
 // "stream": the calling thread), and no #ifdef is needed anywhere.
 //
-// The rules these serve (NOTES.md, issue 15):
+// The rules these serve (docs/comm.md, "The NCCL communicator"):
 //   - work on a side stream starts only after an event recorded on the
 //     producer's stream (the compute stream) when its input was ready;
 //   - the compute stream waits on the side stream's completion event before

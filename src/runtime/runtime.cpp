@@ -7,7 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "config/error_identity.hpp"
+#include "core/error_identity.hpp"
 #include "mpiaccel/log.hpp"
 #include "runtime/check_mpi.hpp"
 #include "runtime/peer_liveness.hpp"

@@ -12,7 +12,7 @@
 
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
-#include "state/dtype_name.hpp"
+#include "core/dtype_names.hpp"
 
 namespace mpiaccel {
 namespace {

@@ -17,7 +17,7 @@
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/strategy.hpp"
 #include "mpiaccel/trainer.hpp"
-#include "checkpoint/hf_model.hpp"
+#include "interop/hf_model.hpp"
 #include "trainer/builtin_model.hpp"
 #include "runtime/activity.hpp"
 

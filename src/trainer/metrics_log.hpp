@@ -1,28 +1,14 @@
 #pragma once
-// The JSONL metrics file of a run (DESIGN.md §7): rank 0 appends one JSON
-// object per logged step.
+// The JSONL metrics file of a run (docs/design.md, "Run outputs"): rank 0
+// appends one JSON object per logged step.
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <utility>
-#include <vector>
+
+#include "core/json_line.hpp"
 
 namespace mpiaccel::detail {
-
-/// One JSON object built field by field: numbers and strings only.
-class JsonLine {
- public:
-  JsonLine& add(const std::string& key, double value);
-  JsonLine& add(const std::string& key, long long value);
-  JsonLine& add(const std::string& key, const std::string& value);
-  std::string text() const;
-
- private:
-  std::vector<std::pair<std::string, std::string>> fields_;  // key, encoded value
-};
-
-std::string json_escape(const std::string& text);
 
 class MetricsLog {
  public:

@@ -21,7 +21,7 @@
 #include "trainer/evaluation.hpp"
 #include "trainer/lr_schedule.hpp"
 #include "trainer/metrics_log.hpp"
-#include "trainer/optimizer_factory.hpp"
+#include "optim/optimizer_factory.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/trace_writer.hpp"
 #include "trainer/watchdog.hpp"
@@ -294,7 +294,7 @@ struct Trainer::Loop {
       const double rank_loss = train_step(n, grad_norm);
       // One all-reduce per step carries the loss and the pre-emption flag. The
       // logged loss is the mean over ranks and micro-batches, so runs at
-      // different world sizes compare directly (DESIGN.md §7).
+      // different world sizes compare directly (docs/design.md, "Run outputs").
       detail::set_activity(at_step(n, "loss and pre-emption all-reduce"));
       auto totals = at::tensor({rank_loss, preemption_requested() ? 1.0 : 0.0}, at::kDouble);
       acc.comm().all_reduce(totals, ReduceOp::Sum);

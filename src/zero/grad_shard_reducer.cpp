@@ -7,7 +7,7 @@
 
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/precision.hpp"
-#include "state/bucket_layout.hpp"
+#include "grad_sync/bucket_layout.hpp"
 
 namespace mpiaccel::detail {
 

@@ -1,8 +1,8 @@
 #pragma once
 // ZeRO-2's gradient path: GradSync's reduce-scatter policy
-// (state/grad_sync.hpp holds the backward state machine: hooks, in-order
+// (grad_sync/grad_sync.hpp holds the backward state machine: hooks, in-order
 // launches, the missing-gradient agreement, no_sync). Like the DDP reducer
-// (state/reducer.hpp), but each bucket is reduce-scattered instead of
+// (grad_sync/reducer.hpp), but each bucket is reduce-scattered instead of
 // all-reduced, so every rank ends up with only its rows of every averaged
 // gradient.
 //
@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "mpiaccel/comm.hpp"
-#include "state/grad_sync.hpp"
+#include "grad_sync/grad_sync.hpp"
 #include "state/shard_layout.hpp"
 
 namespace mpiaccel::detail {
@@ -81,7 +81,7 @@ class GradShardReducer final : public GradSync {
     WorkHandle work;
   };
 
-  // The policy (state/grad_sync.hpp).
+  // The policy (grad_sync/grad_sync.hpp).
   void stage(size_t index) override;
   void launch(size_t bucket) override;
   void finish_buckets() override;

@@ -5,7 +5,7 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
 
-#include "state/bucket_layout.hpp"
+#include "grad_sync/bucket_layout.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 

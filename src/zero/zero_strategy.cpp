@@ -13,8 +13,8 @@
 
 #include "state/replicated_grads.hpp"
 #include "mpiaccel/comm.hpp"
-#include "mpiaccel/ddp.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/optim.hpp"
 #include "mpiaccel/zero.hpp"
 #include "state/model_sync.hpp"
 #include "state/optimizer_state.hpp"

@@ -12,7 +12,7 @@
 //     weights; pinned when the parameter is on a GPU), with host gradient
 //     buffers. The step runs on the host (host_adamw_step for AdamW, the
 //     optimizer's own step otherwise), pipelined with the copies
-//     (state/offload_copies.hpp): a gradient comes down on a side stream and
+//     (grad_sync/offload_copies.hpp): a gradient comes down on a side stream and
 //     is stepped as soon as it lands, and each stepped master goes back up
 //     into the parameter's own rows while the host steps the next one; the
 //     all-gather then sends those rows.
@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "state/reducer.hpp"
+#include "grad_sync/reducer.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
@@ -36,7 +36,7 @@
 #include "zero/param_gather.hpp"
 #include "state/shard_layout.hpp"
 #include "state/shard_optimizer_state.hpp"
-#include "state/offload_copies.hpp"
+#include "grad_sync/offload_copies.hpp"
 
 namespace mpiaccel::detail {
 

@@ -9,7 +9,7 @@
 
 #include <cstdlib>
 
-#include "checkpoint/safetensors.hpp"
+#include "interop/safetensors.hpp"
 #include "mpiaccel/error.hpp"
 #include "support/scratch_file.hpp"
 

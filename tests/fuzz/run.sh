@@ -57,12 +57,12 @@ for name in "${harnesses[@]}"; do
   case $name in
     config) link config "$here/fuzz_config.cpp" "$src"/config/{config,derived,error,ini_parse,schema,value_text}.cpp -- -linih ;;
     manifest) link manifest "$here/fuzz_manifest.cpp" "$src"/checkpoint/{manifest,h5_attributes,h5_types}.cpp \
-                "$src/config/error.cpp" -- "${hdf5_libs[@]}" "${torch_libs[@]}" ;;
-    safetensors) link safetensors "$here/fuzz_safetensors.cpp" "$src/checkpoint/safetensors.cpp" \
-                   "$src/config/error.cpp" -- "${torch_libs[@]}" ;;
-    token_file) link token_file "$here/fuzz_token_file.cpp" "$src/data/token_file.cpp" "$src/config/error.cpp" \
+                "$src/core/error.cpp" -- "${hdf5_libs[@]}" "${torch_libs[@]}" ;;
+    safetensors) link safetensors "$here/fuzz_safetensors.cpp" "$src/interop/safetensors.cpp" \
+                   "$src/core/error.cpp" -- "${torch_libs[@]}" ;;
+    token_file) link token_file "$here/fuzz_token_file.cpp" "$src/data/token_file.cpp" "$src/core/error.cpp" \
                   -- "${torch_libs[@]}" ;;
-    idx) link idx "$here/fuzz_idx.cpp" "$src/data/fashion_mnist.cpp" "$src/config/error.cpp" \
+    idx) link idx "$here/fuzz_idx.cpp" "$src/data/fashion_mnist.cpp" "$src/core/error.cpp" \
            -- "${torch_libs[@]}" -lz ;;
     *) echo "FAIL: no harness $name" >&2; exit 1 ;;
   esac

@@ -8,7 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "state/bucket_layout.hpp"
+#include "grad_sync/bucket_layout.hpp"
 #include "ddp/ddp_strategy.hpp"
 
 using namespace mpiaccel;

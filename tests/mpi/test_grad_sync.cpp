@@ -1,6 +1,6 @@
 // ctest: links mpiaccel; np 1 2 3; timeout 120
 // GradSync, the backward state machine the DDP reducer, ZeRO-2 and FSDP share
-// (src/state/grad_sync.hpp), driven through real autograd and real MPI by the
+// (src/grad_sync/grad_sync.hpp), driven through real autograd and real MPI by the
 // smallest policy there is: every bucket's gradients are summed over the
 // ranks by one all-reduce per parameter. What the engine promises is checked
 // by what the policy sees: the calls, their order and the sums.
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "mpiaccel/error.hpp"
-#include "state/grad_sync.hpp"
+#include "grad_sync/grad_sync.hpp"
 #include "support/scratch_dir.hpp"
 
 using namespace mpiaccel;

@@ -1,5 +1,5 @@
 # ctest: timeout 600
-# Cross-strategy resume through `mpiaccel train` (issue 5): a checkpoint saved by
+# Cross-strategy resume through `mpiaccel train`: a checkpoint saved by
 # one strategy at one world size loads into another strategy at another world
 # size, at the same global batch (12), and the losses continue those of an
 # uninterrupted single-process run within fp32 tolerance (1e-5 relative):

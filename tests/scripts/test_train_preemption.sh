@@ -1,5 +1,5 @@
 # ctest: timeout 300
-# Pre-emption (issue 7): SIGUSR1 to one rank of a 3-rank run mid-training. The
+# Pre-emption: SIGUSR1 to one rank of a 3-rank run mid-training. The
 # ranks agree at the next step boundary, all take part in a checkpoint, and the
 # job exits with the documented status 3; resuming with resume=latest continues
 # the losses of an uninterrupted run exactly.

@@ -1,5 +1,5 @@
 # ctest: timeout 600
-# Resume equivalence through `mpiaccel train` (issue 4):
+# Resume equivalence through `mpiaccel train`:
 # (constant schedule after warmup: a cosine schedule depends on max_steps)
 # - 20 straight steps vs 10 steps, save, a new process, resume, 10 more, at the
 #   same world size: bit-identical losses;

@@ -1,5 +1,5 @@
 # ctest: timeout 180
-# Timeline trace (issue 7): [logging] trace writes one Chrome trace JSON merged
+# Timeline trace: [logging] trace writes one Chrome trace JSON merged
 # from every rank; it is valid JSON and shows a DDP bucket's all-reduce running
 # while backward is still going (overlap).
 source "$(dirname "$0")/lib.sh" "$1"

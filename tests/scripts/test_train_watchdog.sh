@@ -1,5 +1,5 @@
 # ctest: timeout 120
-# Hang watchdog (issue 7): one rank stalls (MPIACCEL_TEST_STALL) in step 3. The
+# Hang watchdog: one rank stalls (MPIACCEL_TEST_STALL) in step 3. The
 # job ends within timeout_s plus a small margin with a non-zero status, and the
 # log names the stalled op and where the ranks were.
 source "$(dirname "$0")/lib.sh" "$1"

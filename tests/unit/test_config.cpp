@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "config/error_identity.hpp"
+#include "core/error_identity.hpp"
 #include "mpiaccel/config.hpp"
 
 using mpiaccel::Config;

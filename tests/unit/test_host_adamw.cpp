@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "runtime/torch_compat.hpp"
-#include "mpiaccel/zero.hpp"
+#include "mpiaccel/optim.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-#include "checkpoint/safetensors.hpp"
+#include "interop/safetensors.hpp"
 #include "mpiaccel/error.hpp"
 #include "support/scratch_dir.hpp"
 

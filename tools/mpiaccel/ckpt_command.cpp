@@ -14,15 +14,15 @@
 
 #include "ckpt_helpers.hpp"
 
-#include "checkpoint/hf_model.hpp"
-#include "trainer/metrics_log.hpp"
+#include "interop/hf_model.hpp"
+#include "core/json_line.hpp"
 #include "command.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::tool {
 
-// One JSON escaper for the whole tool: the metrics log's.
+// One JSON escaper for the whole tool: the metrics log's (core/json_line.hpp).
 std::string json_string(const std::string& text) { return "\"" + detail::json_escape(text) + "\""; }
 
 namespace {

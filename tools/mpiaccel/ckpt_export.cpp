@@ -1,10 +1,10 @@
 // `mpiaccel ckpt export`: a checkpoint as one safetensors file (dtypes kept,
 // BF16 included; the tensors consolidated from every shard), or as a Hugging
-// Face GPT-2 model directory (src/checkpoint/hf_model.hpp).
+// Face GPT-2 model directory (src/interop/hf_model.hpp).
 
 #include "ckpt_helpers.hpp"
 
-#include "checkpoint/safetensors.hpp"
+#include "interop/safetensors.hpp"
 
 namespace mpiaccel::tool {
 

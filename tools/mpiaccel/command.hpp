@@ -1,6 +1,6 @@
 #pragma once
 // The subcommands of the `mpiaccel` tool. Each lives in its own file and is
-// listed in commands.cpp. Conventions (DESIGN.md §4): errors are one line
+// listed in commands.cpp. Conventions (docs/design.md, "Command line"): errors are one line
 // "mpiaccel: <command>: <why>" on stderr; exit 2 for usage errors, 1 for
 // failures, 0 for success; every command answers --help.
 

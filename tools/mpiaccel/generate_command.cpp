@@ -19,7 +19,7 @@
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/program.hpp"
 #include "trainer/builtin_model.hpp"
-#include "trainer/optimizer_factory.hpp"
+#include "optim/optimizer_factory.hpp"
 
 namespace mpiaccel::tool {
 namespace {

@@ -1,4 +1,4 @@
-// mpiaccel: the command line of the toolkit (DESIGN.md §4).
+// mpiaccel: the command line of the toolkit (docs/design.md, "Command line").
 
 #include <cstdio>
 #include <iostream>

@@ -1,11 +1,11 @@
-#include "trainer/optimizer_factory.hpp"
+#include "optim/optimizer_factory.hpp"
 
 #include <torch/nn/module.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
 #include "mpiaccel/error.hpp"
-#include "trainer/fused_adamw.hpp"
+#include "optim/fused_adamw.hpp"
 
 namespace mpiaccel::detail {
 

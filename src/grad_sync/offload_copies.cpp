@@ -1,6 +1,6 @@
 // Pipelined offload copies (see offload_copies.hpp).
 
-#include "state/offload_copies.hpp"
+#include "grad_sync/offload_copies.hpp"
 
 #include <ATen/ATen.h>
 

@@ -1,7 +1,7 @@
 // The backward state machine of the gradient-communicating strategies (see
 // grad_sync.hpp).
 
-#include "state/grad_sync.hpp"
+#include "grad_sync/grad_sync.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/engine.h>

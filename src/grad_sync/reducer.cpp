@@ -1,6 +1,6 @@
 // The DDP gradient reducer: GradSync's all-reduce policy (see reducer.hpp).
 
-#include "state/reducer.hpp"
+#include "grad_sync/reducer.hpp"
 
 #include "runtime/trace.hpp"
 
@@ -92,7 +92,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   const GradientDivision division = gradient_division(comm_->size(), options_.reduce_dtype);
   // Full-width wire: the all-reduce averages as it sums (one pass fewer over
   // every gradient). A 16-bit wire divides before and after instead, so the
-  // sum cannot overflow (NOTES.md).
+  // sum cannot overflow (docs/precision.md, "Communication in the policy's dtypes").
   if (division.split) {
     bucket_op_ = ReduceOp::Sum;
     pre_scale_ = at::scalar_tensor(division.before, at::kDouble);

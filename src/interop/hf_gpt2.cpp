@@ -1,6 +1,6 @@
 // Our GPT's tensor names against GPT2LMHeadModel's (see hf_gpt2.hpp).
 
-#include "models/hf_gpt2.hpp"
+#include "interop/hf_gpt2.hpp"
 
 #include <array>
 #include <cctype>

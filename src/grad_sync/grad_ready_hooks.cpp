@@ -1,4 +1,4 @@
-#include "state/grad_ready_hooks.hpp"
+#include "grad_sync/grad_ready_hooks.hpp"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>

@@ -4,7 +4,7 @@
 //
 // The backward state machine (hooks, in-order launches, the end-of-backward
 // callback, missing-gradient agreement, no_sync) is GradSync's
-// (state/grad_sync.hpp); this class is its all-reduce policy. DDP uses it, and
+// (grad_sync/grad_sync.hpp); this class is its all-reduce policy. DDP uses it, and
 // ZeRO-1 for its gradients.
 //
 // - Gradients live in buckets: one flat tensor per bucket, a view per
@@ -48,8 +48,8 @@
 #include <vector>
 
 #include "mpiaccel/comm.hpp"
-#include "state/bucket_layout.hpp"
-#include "state/grad_sync.hpp"
+#include "grad_sync/bucket_layout.hpp"
+#include "grad_sync/grad_sync.hpp"
 
 namespace mpiaccel::detail {
 
@@ -120,7 +120,7 @@ class Reducer final : public GradSync {
     Clock::time_point launched;
   };
 
-  // The policy (state/grad_sync.hpp).
+  // The policy (grad_sync/grad_sync.hpp).
   void stage(size_t index) override;
   void launch(size_t bucket) override;
   void finish_buckets() override;

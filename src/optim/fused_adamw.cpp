@@ -1,6 +1,6 @@
 // FusedAdamW (see fused_adamw.hpp).
 
-#include "trainer/fused_adamw.hpp"
+#include "optim/fused_adamw.hpp"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -10,7 +10,7 @@
 
 #include "mpiaccel/error.hpp"
 #include "runtime/torch_compat.hpp"
-#include "state/adamw_state.hpp"
+#include "optim/adamw_state.hpp"
 
 namespace mpiaccel::detail {
 

@@ -2,7 +2,7 @@
 // GradSync: the backward state machine of every strategy that communicates
 // gradients as backward runs. It is written once, here; a strategy supplies
 // only what is sent and how (its policy, the virtual functions below):
-//   - the DDP reducer (state/reducer.hpp): all-reduce of flat buckets (also
+//   - the DDP reducer (grad_sync/reducer.hpp): all-reduce of flat buckets (also
 //     ZeRO-1's gradient path);
 //   - ZeRO-2 (zero/grad_shard_reducer.hpp): reduce-scatter of padded buckets;
 //   - FSDP (fsdp/fsdp_engine.hpp): reduce-scatter of one unit per bucket.
@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "mpiaccel/comm.hpp"
-#include "state/grad_ready_hooks.hpp"
+#include "grad_sync/grad_ready_hooks.hpp"
 
 namespace mpiaccel::detail {
 

@@ -24,9 +24,9 @@
 
 #include "mpiaccel/error.hpp"
 #include "runtime/torch_compat.hpp"
-#include "mpiaccel/zero.hpp"
-#include "state/adamw_state.hpp"
-#include "state/dtype_name.hpp"
+#include "mpiaccel/optim.hpp"
+#include "optim/adamw_state.hpp"
+#include "core/dtype_names.hpp"
 
 namespace mpiaccel {
 namespace {

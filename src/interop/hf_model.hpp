@@ -2,7 +2,7 @@
 // Hugging Face GPT-2 model directories (docs/checkpoint.md, "For
 // transformers"): `mpiaccel ckpt export --format hf` writes one from a
 // checkpoint, `[model] init_from` reads one (or a single .safetensors file)
-// into the bundled GPT. Names and layouts: models/hf_gpt2.hpp.
+// into the bundled GPT. Names and layouts: interop/hf_gpt2.hpp.
 
 #include <cstdint>
 #include <string>

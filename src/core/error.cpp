@@ -11,7 +11,7 @@
 #include <tuple>
 #include <utility>
 
-#include "config/error_identity.hpp"
+#include "core/error_identity.hpp"
 
 namespace mpiaccel {
 namespace {

@@ -1,6 +1,6 @@
 // safetensors reading and writing (see safetensors.hpp).
 
-#include "checkpoint/safetensors.hpp"
+#include "interop/safetensors.hpp"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 // Bucket assignment by size (see bucket_layout.hpp).
 
-#include "state/bucket_layout.hpp"
+#include "grad_sync/bucket_layout.hpp"
 
 #include <algorithm>
 #include <map>

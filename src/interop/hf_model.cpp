@@ -1,6 +1,6 @@
 // Hugging Face GPT-2 directories (see hf_model.hpp).
 
-#include "checkpoint/hf_model.hpp"
+#include "interop/hf_model.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -13,8 +13,8 @@
 #include <memory>
 
 #include "checkpoint/manifest.hpp"
-#include "checkpoint/safetensors.hpp"
-#include "models/hf_gpt2.hpp"
+#include "interop/safetensors.hpp"
+#include "interop/hf_gpt2.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/error.hpp"

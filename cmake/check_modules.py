@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Holds every #include of the project's library, public headers and command
+to the module table the build declares (cmake/MpiaccelModules.cmake).
+
+A module's files (src/NAME/, and the public headers it owns) may include
+  - headers of their own module,
+  - headers of the modules it names in USES (the table is the direct
+    dependency graph: what a module includes of another, it declares),
+  - outside libraries (<...>).
+A program's files (the mpiaccel command) may include every public header and
+the internal headers of the modules it names. The umbrella header
+(mpiaccel/mpiaccel.hpp) may include every public header.
+
+Also checked: USES names known modules, declares nothing it does not
+include, and has no cycle; every public header has one owner; and, with
+--design, the table in docs/design.md between <!-- module-table --> and
+<!-- /module-table --> is this one.
+
+Exit status 0 when all holds; 1 with one line per broken rule (file:line,
+what it includes, whose that is, and what its module declares).
+"""
+
+import argparse
+import os
+import re
+import sys
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+UMBRELLA = "mpiaccel.hpp"
+SOURCE_SUFFIXES = (".cpp", ".hpp", ".h", ".cu", ".cuh")
+
+
+class Entry:
+    def __init__(self, kind, name, folder, uses, headers):
+        self.kind, self.name, self.folder = kind, name, folder
+        self.uses = [] if uses == "-" else uses.split(",")
+        self.headers = [] if headers == "-" else headers.split(",")
+
+
+def read_table(path):
+    entries = {}
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            words = line.split()
+            if not words:
+                continue
+            if len(words) != 5 or words[0] not in ("module", "program"):
+                sys.exit(f"{path}:{number}: not a module table row: {line.strip()}")
+            entries[words[1]] = Entry(*words)
+    return entries
+
+
+class Checker:
+    def __init__(self, root, entries):
+        self.root, self.entries = root, entries
+        self.modules = {n: e for n, e in entries.items() if e.kind == "module"}
+        self.errors = []
+        self.used = {n: set() for n in entries}  # the modules each one really includes
+        self.header_owner = {}
+        for module in self.modules.values():
+            for header in module.headers:
+                if header in self.header_owner:
+                    self.fail(f"include/mpiaccel/{header}: owned by both {self.header_owner[header]} "
+                              f"and {module.name}; name it in the HEADERS of one")
+                self.header_owner[header] = module.name
+        self.folder_owner = {}
+        for entry in entries.values():
+            top = entry.folder.split("/")
+            if top[0] == "src":
+                self.folder_owner[top[1]] = entry.name
+
+    def fail(self, message):
+        self.errors.append(message)
+
+    def check_table(self):
+        for entry in self.entries.values():
+            for use in entry.uses:
+                if use not in self.modules:
+                    self.fail(f"{entry.name} USES '{use}', which is no module "
+                              f"(modules: {' '.join(sorted(self.modules))})")
+        self.check_cycles()
+
+    def check_cycles(self):
+        state = {}
+
+        def visit(name, path):
+            if state.get(name) == "done":
+                return
+            if state.get(name) == "open":
+                cycle = path[path.index(name):] + [name]
+                self.fail("module cycle: " + " -> ".join(cycle))
+                return
+            state[name] = "open"
+            for use in self.modules[name].uses if name in self.modules else []:
+                if use in self.modules:
+                    visit(use, path + [name])
+            state[name] = "done"
+
+        for name in self.modules:
+            visit(name, [])
+
+    def check_public_headers(self):
+        folder = os.path.join(self.root, "include", "mpiaccel")
+        for header in sorted(os.listdir(folder)):
+            if not header.endswith(".hpp"):
+                continue
+            path = os.path.join(folder, header)
+            if header == UMBRELLA:
+                self.check_file(path, None, umbrella=True)
+                continue
+            owner = self.header_owner.get(header)
+            if owner is None:
+                self.fail(f"include/mpiaccel/{header}: owned by no module; name it in the "
+                          f"HEADERS of the module that implements it")
+                continue
+            self.check_file(path, self.entries[owner], public=True)
+
+    def check_folders(self):
+        for entry in self.entries.values():
+            base = os.path.join(self.root, entry.folder)
+            if not os.path.isdir(base):
+                self.fail(f"{entry.folder}: the folder of {entry.kind} {entry.name} does not exist")
+                continue
+            for folder, _, files in sorted(os.walk(base)):
+                for name in sorted(files):
+                    if name.endswith(SOURCE_SUFFIXES):
+                        self.check_file(os.path.join(folder, name), entry)
+
+    def owner_of(self, target, including_dir):
+        """The table entry that owns an included path, or None (outside)."""
+        if target.startswith("mpiaccel/"):
+            header = target[len("mpiaccel/"):]
+            return "public", self.header_owner.get(header, "?" if header != UMBRELLA else UMBRELLA)
+        if os.path.exists(os.path.join(including_dir, target)):
+            return "local", None
+        top = target.split("/")[0]
+        if top in self.folder_owner and "/" in target:
+            return "internal", self.folder_owner[top]
+        return "outside", None
+
+    def check_file(self, path, entry, public=False, umbrella=False):
+        shown = os.path.relpath(path, self.root)
+        with open(path, errors="replace") as f:
+            lines = f.readlines()
+        for number, line in enumerate(lines, 1):
+            match = INCLUDE.match(line)
+            if not match:
+                continue
+            bracket, target = match.groups()
+            kind, owner = self.owner_of(target, os.path.dirname(path))
+            where = f"{shown}:{number}: #include {bracket}{target}{'>' if bracket == '<' else chr(34)}"
+            if kind in ("outside", "local"):
+                continue
+            if owner == "?":
+                self.fail(f"{where}: no public header of that name is owned by a module")
+                continue
+            if umbrella:
+                if kind != "public":
+                    self.fail(f"{where}: the umbrella header includes only public headers")
+                continue
+            if owner == UMBRELLA:
+                self.fail(f"{where}: only users include the umbrella header; include what is used")
+                continue
+            if public and kind == "internal":
+                self.fail(f"{where}: a public header includes an internal one "
+                          f"(src/ is not installed)")
+                continue
+            self.check_use(where, entry, kind, owner)
+
+    def check_use(self, where, entry, kind, owner):
+        if owner == entry.name:
+            return
+        if entry.kind == "program" and kind == "public":
+            return
+        self.used[entry.name].add(owner)
+        if owner in entry.uses:
+            return
+        uses = " ".join(entry.uses) or "nothing"
+        self.fail(f"{where}: that is module {owner}'s, but {entry.kind} {entry.name} uses "
+                  f"{uses}; add {owner} to its USES if the dependency is meant "
+                  f"(and to docs/design.md), or move the code")
+
+    def check_unneeded(self):
+        for entry in self.entries.values():
+            for use in entry.uses:
+                if use in self.modules and use not in self.used[entry.name]:
+                    self.fail(f"{entry.folder}: {entry.kind} {entry.name} USES {use} but includes "
+                              f"nothing of it; remove it from USES (and docs/design.md)")
+
+    def check_design(self, path):
+        text = open(path).read()
+        block = re.search(r"<!-- module-table -->(.*?)<!-- /module-table -->", text, re.S)
+        if not block:
+            self.fail(f"{path}: no <!-- module-table --> block")
+            return
+        documented = {}
+        for row in block.group(1).splitlines():
+            cells = [c.strip().strip("`") for c in row.strip().strip("|").split("|")]
+            if len(cells) < 2 or not re.fullmatch(r"[a-z_]+", cells[0]) or cells[1] == "uses":
+                continue
+            documented[cells[0]] = set(re.findall(r"[a-z_]+", cells[1].replace("—", "")))
+        shown = os.path.relpath(path, self.root)
+        for name, entry in self.entries.items():
+            if name not in documented:
+                self.fail(f"{shown}: the module table has no row for {name}")
+            elif documented[name] != set(entry.uses):
+                self.fail(f"{shown}: the module table says {name} uses "
+                          f"{' '.join(sorted(documented[name])) or 'nothing'}; the build declares "
+                          f"{' '.join(sorted(entry.uses)) or 'nothing'}")
+        for name in documented.keys() - self.entries.keys():
+            self.fail(f"{shown}: the module table names {name}, which the build does not declare")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--table", required=True, help="the module table the build wrote")
+    parser.add_argument("--root", required=True, help="the source tree")
+    parser.add_argument("--design", help="docs/design.md, whose module table must match")
+    parser.add_argument("--stamp", help="file to touch when everything holds")
+    args = parser.parse_args()
+    checker = Checker(args.root, read_table(args.table))
+    checker.check_table()
+    checker.check_public_headers()
+    checker.check_folders()
+    checker.check_unneeded()
+    if args.design:
+        checker.check_design(args.design)
+    for error in checker.errors:
+        print(f"module check: {error}", file=sys.stderr)
+    if checker.errors:
+        print(f"module check: {len(checker.errors)} broken rule(s); the table is "
+              f"cmake/MpiaccelModules.cmake's USES, the order docs/design.md", file=sys.stderr)
+        return 1
+    if args.stamp:
+        with open(args.stamp, "w") as f:
+            f.write("ok\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

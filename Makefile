@@ -46,10 +46,14 @@ DEB_PACKAGES := build-essential cmake pkg-config ccache \
   clang
 
 # ccache keys on paths relative to the checkout, so a fresh clone elsewhere
-# reuses the objects an earlier build compiled.
+# reuses the objects an earlier build compiled. Builds with debug info (the
+# sanitizer build's -g1) would also hash the working directory: they map it
+# away in the debug info instead (cmake/MpiaccelSanitizers.cmake), so ccache
+# need not.
 export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
-.PHONY: all build deps deps-apt deps-torch gpu-debs configure install test test-quick test-all test-sanitize bench run clean
+.PHONY: all build build-command deps deps-apt deps-torch gpu-debs configure install test test-quick test-all test-sanitize bench run clean
 
 all: build
 
@@ -91,6 +95,11 @@ configure: $(BUILD)/CMakeCache.txt
 
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
+
+# Only what `make run` runs: the mpiaccel command and the library (with its
+# run-time SentencePiece module), not the tests and benchmarks.
+build-command: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS) --target mpiaccel_tool
 
 # The headers, libmpiaccel, the mpiaccel command, the CMake package and the
 # pkg-config file (docs/api.md).
@@ -139,7 +148,7 @@ test-all: build
 bench: build
 	bash bench/run_all.sh $(BUILD)
 
-run: deps build
+run: deps build-command
 	@mkdir -p $(RUN_DIR)
 	$(MPIRUN) -np $(NP) $(MPIRUN_FLAGS) $(BUILD)/bin/mpiaccel train --config $(RUN_CONFIG) \
 	  logging.metrics_file=$(RUN_DIR)/metrics.jsonl checkpoint.dir=$(RUN_DIR)/checkpoints

@@ -67,7 +67,7 @@ endif()
 
 find_package(Boost REQUIRED COMPONENTS unit_test_framework)
 # nlohmann/json (header-only): the JSON of safetensors headers and of Hugging
-# Face model directories (src/checkpoint/safetensors.cpp, the HF export).
+# Face model directories (src/interop/safetensors.cpp, the HF export).
 find_package(nlohmann_json 3 QUIET)
 if(NOT nlohmann_json_FOUND)
   message(FATAL_ERROR "mpiaccel needs nlohmann/json 3 (nlohmann_jsonConfig.cmake not found). On "

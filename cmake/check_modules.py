@@ -12,7 +12,8 @@ the internal headers of the modules it names. The umbrella header
 (mpiaccel/mpiaccel.hpp) may include every public header.
 
 Also checked: USES names known modules, declares nothing it does not
-include, and has no cycle; every public header has one owner; and, with
+include, and has no cycle; every public header has one owner and is reached
+from the umbrella header; and, with
 --design, the table in docs/design.md between <!-- module-table --> and
 <!-- /module-table --> is this one.
 
@@ -98,6 +99,25 @@ class Checker:
 
         for name in self.modules:
             visit(name, [])
+
+    def check_umbrella_reaches_all(self):
+        """Every public header is reached from the umbrella header."""
+        folder = os.path.join(self.root, "include", "mpiaccel")
+        reached, todo = set(), [UMBRELLA]
+        while todo:
+            header = todo.pop()
+            path = os.path.join(folder, header)
+            if header in reached or not os.path.exists(path):
+                continue  # version.hpp is generated into the build tree
+            reached.add(header)
+            for line in open(path, errors="replace"):
+                match = INCLUDE.match(line)
+                if match and match.group(2).startswith("mpiaccel/"):
+                    todo.append(match.group(2)[len("mpiaccel/"):])
+        for header in sorted(os.listdir(folder)):
+            if header.endswith(".hpp") and header not in reached:
+                self.fail(f"include/mpiaccel/{header}: not reached from include/mpiaccel/{UMBRELLA}, "
+                          f"which is the whole public API; include it there")
 
     def check_public_headers(self):
         folder = os.path.join(self.root, "include", "mpiaccel")
@@ -221,6 +241,7 @@ def main():
     checker = Checker(args.root, read_table(args.table))
     checker.check_table()
     checker.check_public_headers()
+    checker.check_umbrella_reaches_all()
     checker.check_folders()
     checker.check_unneeded()
     if args.design:

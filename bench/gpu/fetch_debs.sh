@@ -3,7 +3,7 @@
 # gpu-debs`), the Debian packages that bench/gpu/run.sh unpacks on the GPU
 # machine, which has CUDA, Python's torch, CMake and ninja but no registry and
 # no MPI, parallel HDF5, inih, Boost.Test or SentencePiece
-# (../shared/gpu/README.md). They land in bench/gpu/debs/ (git-ignored; the
+# (docs/benchmarks.md, "GPU"). They land in bench/gpu/debs/ (git-ignored; the
 # device call carries it: about 24 MB). Only what building and running
 # mpiaccel needs, not the packages' whole dependency closure: the C and C++
 # runtimes, zlib, OpenSSL and the like are on any CUDA image; run.sh checks

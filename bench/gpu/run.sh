@@ -2,7 +2,7 @@
 # The GPU checks of mpiaccel, as one call on a bare GPU machine (one H200:
 # CUDA 13, Python's torch 2.11 with its LibTorch, CMake and ninja; no MPI,
 # parallel HDF5, inih, Boost or SentencePiece, and no package registry:
-# ../shared/gpu/README.md). Meant to finish in under 8 minutes:
+# docs/benchmarks.md, "GPU"). Meant to finish in under 8 minutes:
 #   1. unpack bench/gpu/debs/*.deb (fetched beforehand by `make gpu-debs` on a
 #      machine with Debian 12's registry) into a prefix, never into /, and
 #      point PATH, LD_LIBRARY_PATH, OPAL_PREFIX and pkg-config at it;

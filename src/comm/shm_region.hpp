@@ -10,7 +10,7 @@
 // message-based MPI_Allreduce, and the synchronisation is two counters in
 // shared memory.
 // DDP's gradient buckets are the user: they are allocated once and
-// all-reduced every step (src/ddp/reducer.cpp).
+// all-reduced every step (src/grad_sync/reducer.cpp).
 //
 // A ShmRegion is one POSIX shared-memory segment per rank, each mapped by
 // every rank of the communicator. Its names are unlinked as soon as every rank

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "data/sentencepiece_api.hpp"
-#include "mpiaccel/data.hpp"
+#include "mpiaccel/tokenizer.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "mpiaccel/data.hpp"
+#include "mpiaccel/datasets.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel {

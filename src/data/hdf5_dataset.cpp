@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "mpiaccel/data.hpp"
+#include "mpiaccel/datasets.hpp"
 #include "mpiaccel/error.hpp"
 #include "runtime/h5_handle.hpp"
 

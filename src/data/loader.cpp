@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "mpiaccel/data.hpp"
+#include "mpiaccel/loader.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel {

@@ -9,7 +9,8 @@
 #include <string>
 
 #include "mpiaccel/config.hpp"
-#include "mpiaccel/data.hpp"
+#include "mpiaccel/datasets.hpp"
+#include "mpiaccel/token_data.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel {

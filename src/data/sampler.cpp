@@ -9,7 +9,7 @@
 #include <numeric>
 #include <string>
 
-#include "mpiaccel/data.hpp"
+#include "mpiaccel/sampler.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel {

@@ -16,7 +16,7 @@
 #include <system_error>
 #include <vector>
 
-#include "mpiaccel/data.hpp"
+#include "mpiaccel/datasets.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel {

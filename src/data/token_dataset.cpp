@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "mpiaccel/data.hpp"
+#include "mpiaccel/token_data.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel {

@@ -1,0 +1,74 @@
+# ctest: timeout 60
+# The module order is enforced: the build runs cmake/check_modules.py over
+# the tree before libmpiaccel links, and the check refuses each kind of
+# undeclared dependency. Here it runs, exactly as the build runs it, on a
+# copy of the tree with one deliberate violation at a time: each must fail
+# with one line naming the file, the line and what is declared; the
+# untouched copy must pass.
+source "$(dirname "$0")/lib.sh" "$1"
+table=$BUILD_DIR/module_table.txt
+[ -f "$table" ] || fail "$table is missing: configure the build first"
+grep -q check_modules.py "$BUILD_DIR"/CMakeFiles/mpiaccel_module_check.dir/build.make \
+  || fail "the build does not run cmake/check_modules.py (target mpiaccel_module_check)"
+
+fresh_tree() {  # a copy of what the check reads, in $WORK/tree
+  rm -rf "$WORK/tree"
+  mkdir -p "$WORK/tree/docs"
+  cp -r "$SOURCE_DIR/src" "$SOURCE_DIR/include" "$SOURCE_DIR/tools" "$WORK/tree/"
+  cp "$SOURCE_DIR/docs/design.md" "$WORK/tree/docs/"
+  cp "$table" "$WORK/table.txt"
+}
+check() {
+  python3 "$SOURCE_DIR/cmake/check_modules.py" --table "$WORK/table.txt" \
+    --root "$WORK/tree" --design "$WORK/tree/docs/design.md" > "$WORK/out.txt" 2>&1
+}
+expect_refused() {  # expect_refused WHAT TEXT...: the check fails and says each TEXT
+  local what=$1
+  shift
+  check && { cat "$WORK/out.txt"; fail "the check accepted $what"; }
+  for text in "$@"; do expect_contains "$WORK/out.txt" "$text"; done
+  echo "refused: $what"
+}
+add_line() {  # add_line FILE LINE: LINE as the file's first line
+  sed -i "1i $2" "$WORK/tree/$1"
+}
+
+fresh_tree
+check || { cat "$WORK/out.txt"; fail "the untouched tree does not pass the check"; }
+
+fresh_tree
+add_line src/state/param_list.cpp '#include "checkpoint/manifest.hpp"'
+expect_refused "state including checkpoint's internals" \
+  'src/state/param_list.cpp:1: #include "checkpoint/manifest.hpp": that is module checkpoint'"'"'s, but module state uses core runtime comm'
+
+fresh_tree
+add_line src/models/gpt.cpp '#include "mpiaccel/fsdp.hpp"'
+expect_refused "models including a strategy's public header" \
+  'src/models/gpt.cpp:1: #include "mpiaccel/fsdp.hpp": that is module fsdp'"'"'s, but module models uses core config runtime'
+
+fresh_tree
+add_line include/mpiaccel/comm.hpp '#include "runtime/trace.hpp"'
+expect_refused "a public header including an internal one" \
+  'include/mpiaccel/comm.hpp:1: #include "runtime/trace.hpp": a public header includes an internal one'
+
+fresh_tree
+add_line tools/mpiaccel/main.cpp '#include "fsdp/fsdp_engine.hpp"'
+expect_refused "the command including an undeclared module's internals" \
+  "that is module fsdp's, but program command uses core interop trainer optim"
+
+fresh_tree
+sed -i 's/^module state src\/state core,runtime,comm /module state src\/state core,runtime,comm,checkpoint /' "$WORK/table.txt"
+expect_refused "a cycle in USES" "module cycle: " \
+  "module state USES checkpoint but includes nothing of it"
+
+fresh_tree
+printf '#pragma once\n' > "$WORK/tree/include/mpiaccel/orphan.hpp"
+expect_refused "a public header that no module owns" \
+  "include/mpiaccel/orphan.hpp: owned by no module" \
+  "include/mpiaccel/orphan.hpp: not reached from include/mpiaccel/mpiaccel.hpp"
+
+fresh_tree
+sed -i 's/^| ddp | core, config, runtime, comm, precision, state, grad_sync |/| ddp | core, config, runtime, comm, precision, state |/' "$WORK/tree/docs/design.md"
+expect_refused "docs/design.md disagreeing with the build" \
+  "docs/design.md: the module table says ddp uses comm config core precision runtime state; the build declares"
+echo "module check: every violation refused"

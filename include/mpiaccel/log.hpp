@@ -14,13 +14,14 @@ LogLevel parse_log_level(const std::string& name);
 /// Sets the identity used as the log prefix; Runtime calls it after MPI_Init.
 void set_log_identity(int rank, int world_size, const std::string& host);
 void set_log_level(LogLevel level);
+/// The filter log() applies: a loop can skip building a message below it,
+/// e.g. `if (log_level() <= LogLevel::Debug) log_debug(per_layer_norms());`.
 LogLevel log_level();
 
-/// This process's rank, world size and host as set by set_log_identity
-/// (rank -1 before MPI is initialised).
+/// This process's rank and world size as set by set_log_identity (rank -1
+/// before MPI is initialised).
 int log_rank();
 int log_world_size();
-const std::string& log_host();
 
 /// Writes "[rank r/n host] LEVEL message" to stderr if `level` passes the filter.
 void log(LogLevel level, const std::string& message);

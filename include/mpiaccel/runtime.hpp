@@ -115,12 +115,10 @@ class Runtime {
   bool finalize_ = false;
 };
 
-/// True once SIGUSR1 or SIGTERM reached this process (pre-emption notice).
+/// True once SIGUSR1 or SIGTERM reached this process (pre-emption notice);
+/// it stays true. This rank's alone: Accelerator::preemption_agreed makes
+/// every rank see the same.
 bool preemption_requested();
-/// The signal that set the flag (0 if none).
-int preemption_signal();
-/// Clears the flag (tests; after a handled pre-emption).
-void clear_preemption();
 
 /// Logs `why` with the rank prefix and aborts the whole job (MPI_Abort with
 /// `status`). Used where one rank cannot make the others join an agreement,

@@ -6,13 +6,14 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include "state/replicated_grads.hpp"
+#include "grad_sync/grad_math.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/ddp.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
 #include "state/model_sync.hpp"
 #include "state/optimizer_state.hpp"
+#include "state/param_list.hpp"
 
 namespace mpiaccel {
 namespace detail {

@@ -3,11 +3,12 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include "state/replicated_grads.hpp"
+#include "grad_sync/grad_math.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/ddp.hpp"
 #include "mpiaccel/error.hpp"
 #include "state/optimizer_state.hpp"
+#include "state/param_list.hpp"
 #include "state/replicated_state.hpp"
 
 namespace mpiaccel {

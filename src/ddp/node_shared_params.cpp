@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "state/replicated_grads.hpp"
+#include "grad_sync/grad_math.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "state/shard_layout.hpp"

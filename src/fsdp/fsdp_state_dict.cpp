@@ -59,6 +59,37 @@ std::unordered_map<const void*, ShardRef> shards_by_impl(const FsdpEngine& engin
   return out;
 }
 
+// The one walk of what an FSDP state dict names, in its order, for saving and
+// loading alike: every model parameter and buffer, on_model("model/<fqn>",
+// tensor, shard), then every tensor the optimizer steps, on_optim(
+// "optim/<fqn>/", tensor, shard). `shard` is null for what FSDP does not
+// shard (buffers, frozen parameters). The optimizer holds the shard of a
+// sharded parameter, so its tensors are named through the model's: by the
+// shard's TensorImpl, or the parameter's own when it is not sharded; a tied
+// weight keeps its first name. `who` names the caller in the error.
+template <class OnModel, class OnOptim>
+void walk_state(const FsdpEngine& engine, const torch::nn::Module& model,
+                const torch::optim::Optimizer& optimizer, const std::string& who,
+                OnModel&& on_model, OnOptim&& on_optim) {
+  const auto by_full = shards_by_impl(engine, true);
+  std::unordered_map<const void*, std::string> name_of;  // optimizer tensor -> fqn
+  for (const NamedTensor& t : module_tensors(model)) {
+    auto it = t.is_buffer ? by_full.end() : by_full.find(t.tensor.unsafeGetTensorImpl());
+    const ShardRef* ref = it == by_full.end() ? nullptr : &it->second;
+    on_model("model/" + t.name, t.tensor, ref);
+    name_of.emplace((ref ? ref->param->shard : t.tensor).unsafeGetTensorImpl(), t.name);
+  }
+  const auto by_shard = shards_by_impl(engine, false);
+  for (const auto& group : optimizer.param_groups())
+    for (const at::Tensor& p : group.params()) {
+      auto name = name_of.find(p.unsafeGetTensorImpl());
+      MPIACCEL_CHECK(name != name_of.end(), who + ": the optimizer holds a tensor that is "
+                                                  "neither a shard nor a parameter of the model");
+      auto ref = by_shard.find(p.unsafeGetTensorImpl());
+      on_optim("optim/" + name->second + "/", p, ref == by_shard.end() ? nullptr : &ref->second);
+    }
+}
+
 }  // namespace
 
 ShardedStateDict FsdpStrategy::state_dict(torch::optim::Optimizer& optimizer) {
@@ -66,91 +97,57 @@ ShardedStateDict FsdpStrategy::state_dict(torch::optim::Optimizer& optimizer) {
   const int replica_rank = engine_->comms().replica ? engine_->comms().replica->rank() : 0;
   const int replicas = engine_->comms().replica ? engine_->comms().replica->size() : 1;
   const int rank = comm_->rank(), size = comm_->size();
-  ShardedStateDict dict;
-  const auto by_full = shards_by_impl(*engine_, true);
-  std::unordered_map<const void*, std::string> name_of;  // optimizer tensor -> fqn
-  for (const NamedTensor& t : module_tensors(*model_)) {
-    auto it = t.is_buffer ? by_full.end() : by_full.find(t.tensor.unsafeGetTensorImpl());
-    if (it == by_full.end()) {
-      dict.tensors.push_back(replicated_save("model/" + t.name, t.tensor, rank, size));
-      name_of.emplace(t.tensor.unsafeGetTensorImpl(), t.name);
-      continue;
-    }
-    const ShardRef& ref = it->second;
-    dict.tensors.push_back(sharded("model/" + t.name, ref.slot->shape, ref.slot->local,
-                                   ref.param->shard, replica_rank, replicas));
-    name_of.emplace(ref.param->shard.unsafeGetTensorImpl(), t.name);
-  }
-  const auto by_shard = shards_by_impl(*engine_, false);
   const bool has_step = optimizer_kind(optimizer) != "sgd";
-  for (const auto& group : optimizer.param_groups())
-    for (const at::Tensor& p : group.params()) {
-      auto name = name_of.find(p.unsafeGetTensorImpl());
-      MPIACCEL_CHECK(name != name_of.end(), "FSDP state_dict: the optimizer holds a tensor that "
-                                            "is neither a shard nor a parameter of the model");
-      const std::string prefix = "optim/" + name->second + "/";
-      const auto slots = optimizer_slots(optimizer, p);
-      auto ref = by_shard.find(p.unsafeGetTensorImpl());
-      for (const OptimizerSlot& slot : slots) {
-        if (ref == by_shard.end())
-          dict.tensors.push_back(replicated_save(prefix + slot.name, slot.tensor, rank, size));
-        else
-          dict.tensors.push_back(sharded(prefix + slot.name, ref->second.slot->shape,
-                                         ref->second.slot->local, slot.tensor, replica_rank,
-                                         replicas));
-      }
-      if (has_step && !slots.empty())
-        dict.tensors.push_back(replicated_save(
-            prefix + "step", at::scalar_tensor(optimizer_param_step(optimizer, p), at::kLong), rank,
-            size));
-    }
+  ShardedStateDict dict;
+  walk_state(
+      *engine_, *model_, optimizer, "FSDP state_dict",
+      [&](const std::string& name, const at::Tensor& tensor, const ShardRef* ref) {
+        dict.tensors.push_back(ref ? sharded(name, ref->slot->shape, ref->slot->local,
+                                             ref->param->shard, replica_rank, replicas)
+                                   : replicated_save(name, tensor, rank, size));
+      },
+      [&](const std::string& prefix, const at::Tensor& p, const ShardRef* ref) {
+        const auto slots = optimizer_slots(optimizer, p);
+        for (const OptimizerSlot& slot : slots)
+          dict.tensors.push_back(ref ? sharded(prefix + slot.name, ref->slot->shape,
+                                               ref->slot->local, slot.tensor, replica_rank,
+                                               replicas)
+                                     : replicated_save(prefix + slot.name, slot.tensor, rank, size));
+        if (has_step && !slots.empty())
+          dict.tensors.push_back(replicated_save(
+              prefix + "step", at::scalar_tensor(optimizer_param_step(optimizer, p), at::kLong),
+              rank, size));
+      });
   dict.attributes = optimizer_attributes(optimizer);
   return dict;
 }
 
 ShardedStateDict FsdpStrategy::load_targets(torch::optim::Optimizer& optimizer) {
   require_prepared("load_targets()");
+  const bool has_step = optimizer_kind(optimizer) != "sgd";
   ShardedStateDict targets;
   pending_steps_.clear();
-  const auto by_full = shards_by_impl(*engine_, true);
-  std::unordered_map<const void*, std::string> name_of;
-  for (const NamedTensor& t : module_tensors(*model_)) {
-    auto it = t.is_buffer ? by_full.end() : by_full.find(t.tensor.unsafeGetTensorImpl());
-    if (it == by_full.end()) {
-      targets.tensors.push_back(replicated_load("model/" + t.name, t.tensor));
-      name_of.emplace(t.tensor.unsafeGetTensorImpl(), t.name);
-      continue;
-    }
-    const ShardRef& ref = it->second;
-    targets.tensors.push_back(sharded("model/" + t.name, ref.slot->shape, ref.slot->local,
-                                      ref.param->shard, 0, 1));
-    targets.tensors.back().local = ref.param->shard.detach();  // the destination itself
-    name_of.emplace(ref.param->shard.unsafeGetTensorImpl(), t.name);
-  }
-  const auto by_shard = shards_by_impl(*engine_, false);
-  const bool has_step = optimizer_kind(optimizer) != "sgd";
-  for (const auto& group : optimizer.param_groups())
-    for (const at::Tensor& p : group.params()) {
-      auto name = name_of.find(p.unsafeGetTensorImpl());
-      MPIACCEL_CHECK(name != name_of.end(), "FSDP load: the optimizer holds a tensor that is "
-                                            "neither a shard nor a parameter of the model");
-      const std::string prefix = "optim/" + name->second + "/";
-      auto ref = by_shard.find(p.unsafeGetTensorImpl());
-      for (const OptimizerSlot& slot : optimizer_slots(optimizer, p, /*create_missing=*/true)) {
-        if (ref == by_shard.end()) {
-          targets.tensors.push_back(replicated_load(prefix + slot.name, slot.tensor));
-        } else {
-          const FlatSlot& s = *ref->second.slot;
-          targets.tensors.push_back({prefix + slot.name, s.shape, s.local.begin, s.local.count,
-                                     slot.tensor.detach()});
+  // A shard's destination is the tensor itself: this rank's whole chunk (every
+  // replica of HYBRID_SHARD reads it all).
+  auto shard_target = [](std::string name, const FlatSlot& s, const at::Tensor& tensor) {
+    return ShardedTensor{std::move(name), s.shape, s.local.begin, s.local.count, tensor.detach()};
+  };
+  walk_state(
+      *engine_, *model_, optimizer, "FSDP load",
+      [&](const std::string& name, const at::Tensor& tensor, const ShardRef* ref) {
+        targets.tensors.push_back(ref ? shard_target(name, *ref->slot, ref->param->shard)
+                                      : replicated_load(name, tensor));
+      },
+      [&](const std::string& prefix, const at::Tensor& p, const ShardRef* ref) {
+        for (const OptimizerSlot& slot : optimizer_slots(optimizer, p, /*create_missing=*/true))
+          targets.tensors.push_back(ref ? shard_target(prefix + slot.name, *ref->slot, slot.tensor)
+                                        : replicated_load(prefix + slot.name, slot.tensor));
+        if (has_step) {
+          at::Tensor step = at::scalar_tensor(optimizer_param_step(optimizer, p), at::kLong);
+          targets.tensors.push_back(replicated_load(prefix + "step", step));
+          pending_steps_.emplace_back(p, step);
         }
-      }
-      if (has_step) {
-        at::Tensor step = at::scalar_tensor(optimizer_param_step(optimizer, p), at::kLong);
-        targets.tensors.push_back(replicated_load(prefix + "step", step));
-        pending_steps_.emplace_back(p, step);
-      }
-    }
+      });
   targets.attributes = optimizer_attributes(optimizer);
   return targets;
 }

@@ -6,7 +6,6 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include <cmath>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -14,6 +13,7 @@
 #include "fsdp/shard_streaming.hpp"
 #include "fsdp/unit_builder.hpp"
 #include "fsdp/wrap_policy.hpp"
+#include "grad_sync/grad_math.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
@@ -147,16 +147,13 @@ void FsdpStrategy::after_backward() {
 
 double FsdpStrategy::grad_norm() {
   require_prepared("grad_norm()");
-  std::vector<at::Tensor> squares;
-  for (const FsdpParam& p : engine_->params()) {
-    const at::Tensor& g = p.shard.grad();
-    if (g.defined() && g.numel() > 0) squares.push_back(g.detach().to(at::kDouble).square().sum());
-  }
-  const double local = squares.empty() ? 0.0 : at::stack(squares).sum().item<double>();
-  // Replica groups hold the same rows: the world sum counts each row once per group.
-  const double total = comm_->all_reduce_scalar(local, ReduceOp::Sum) /
-                       (engine_->comms().replica ? engine_->comms().replica->size() : 1);
-  return std::sqrt(total);
+  // The parameters this rank holds rows of (a chunk's tail rank may hold none).
+  std::vector<at::Tensor> shard_grads;
+  for (const FsdpParam& p : engine_->params())
+    if (p.shard.numel() > 0) shard_grads.push_back(p.shard.grad());
+  // Replica groups hold the same rows (HYBRID_SHARD).
+  return sharded_grad_norm(*comm_, shard_grads,
+                           engine_->comms().replica ? engine_->comms().replica->size() : 1);
 }
 
 void FsdpStrategy::scale_grads(double factor) {

@@ -65,7 +65,6 @@ void set_log_level(LogLevel level) { identity().level = level; }
 LogLevel log_level() { return identity().level; }
 int log_rank() { return identity().rank; }
 int log_world_size() { return identity().world_size; }
-const std::string& log_host() { return identity().host; }
 
 void log(LogLevel level, const std::string& message) {
   const auto& id = identity();

@@ -31,7 +31,5 @@ void install_preemption_handlers() {
 }  // namespace detail
 
 bool preemption_requested() { return g_preemption_signal.load(std::memory_order_relaxed) != 0; }
-int preemption_signal() { return g_preemption_signal.load(std::memory_order_relaxed); }
-void clear_preemption() { g_preemption_signal.store(0, std::memory_order_relaxed); }
 
 }  // namespace mpiaccel

@@ -11,13 +11,14 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "state/replicated_grads.hpp"
+#include "grad_sync/grad_math.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/optim.hpp"
 #include "mpiaccel/zero.hpp"
 #include "state/model_sync.hpp"
 #include "state/optimizer_state.hpp"
+#include "state/param_list.hpp"
 #include "runtime/device_streams.hpp"
 
 namespace mpiaccel {
@@ -130,11 +131,9 @@ double ZeroStrategy::grad_norm() {
   require_prepared("grad_norm()");
   // Stage 1: every rank holds the same averaged gradients.
   if (all_reducer_) return local_grad_norm(sharded_.params);
-  std::vector<at::Tensor> squares;
-  for (size_t i = 0; i < sharded_.params.size(); ++i)
-    squares.push_back(shard_reducer_->shard_grad(i).detach().to(at::kDouble).pow(2).sum());
-  const double local = at::stack(squares).sum().item<double>();  // one host sync
-  return std::sqrt(comm_->all_reduce_scalar(local, ReduceOp::Sum));
+  std::vector<at::Tensor> shard_grads;
+  for (size_t i = 0; i < sharded_.params.size(); ++i) shard_grads.push_back(shard_reducer_->shard_grad(i));
+  return sharded_grad_norm(*comm_, shard_grads);
 }
 
 void ZeroStrategy::scale_grads(double factor) {

@@ -2,6 +2,11 @@
 #define BOOST_TEST_MODULE runtime
 #include <boost/test/unit_test.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
@@ -105,4 +110,44 @@ BOOST_AUTO_TEST_CASE(log_levels_parse) {
   BOOST_TEST(static_cast<int>(mpiaccel::parse_log_level("debug")) == 0);
   BOOST_TEST(static_cast<int>(mpiaccel::parse_log_level("error")) == 3);
   BOOST_CHECK_THROW(mpiaccel::parse_log_level("loud"), mpiaccel::Error);
+}
+
+namespace {
+// What log() writes to stderr while `write` runs.
+template <class Write>
+std::string captured_stderr(Write write) {
+  std::fflush(stderr);
+  std::FILE* file = std::tmpfile();
+  BOOST_TEST_REQUIRE(file != nullptr);
+  const int saved = dup(STDERR_FILENO);
+  dup2(fileno(file), STDERR_FILENO);
+  write();
+  std::fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  std::string text;
+  std::rewind(file);
+  for (int c; (c = std::fgetc(file)) != EOF;) text += static_cast<char>(c);
+  std::fclose(file);
+  return text;
+}
+}  // namespace
+
+// A loop of the user's own reads log_level() to skip building a message the
+// filter would drop: it must be the level log() filters by.
+BOOST_AUTO_TEST_CASE(log_level_is_the_filter_of_log) {
+  using mpiaccel::LogLevel;
+  const LogLevel before = mpiaccel::log_level();
+  for (const char* name : {"debug", "info", "warn", "error"}) {
+    mpiaccel::set_log_level(mpiaccel::parse_log_level(name));
+    BOOST_CHECK(mpiaccel::log_level() == mpiaccel::parse_log_level(name));
+  }
+  mpiaccel::set_log_level(LogLevel::Warn);
+  const std::string out = captured_stderr([] {
+    for (LogLevel level : {LogLevel::Debug, LogLevel::Info, LogLevel::Warn, LogLevel::Error})
+      if (mpiaccel::log_level() <= level) mpiaccel::log(level, "passes");
+      else mpiaccel::log(level, "dropped");
+  });
+  mpiaccel::set_log_level(before);
+  BOOST_TEST(out == "WARN passes\nERROR passes\n");
 }

@@ -1,12 +1,12 @@
-// Local gradient norm / scaling / zeroing for replicated strategies.
+// Gradient norms, scaling, zeroing and byte counts shared by the strategies.
 
-#include "state/replicated_grads.hpp"
+#include "grad_sync/grad_math.hpp"
 
 #include <ATen/ATen.h>
-#include <torch/nn/module.h>
 
 #include <cmath>
 
+#include "mpiaccel/comm.hpp"
 #include "runtime/torch_compat.hpp"
 
 namespace mpiaccel::detail {
@@ -20,6 +20,16 @@ double local_grad_norm(const std::vector<at::Tensor>& params) {
   if (norms.empty()) return 0.0;
   // One host sync for all parameters.
   return at::stack(norms).norm().item<double>();
+}
+
+double sharded_grad_norm(Communicator& comm, const std::vector<at::Tensor>& shard_grads,
+                         int replicas) {
+  std::vector<at::Tensor> squares;
+  for (const at::Tensor& g : shard_grads)
+    if (g.defined()) squares.push_back(g.detach().to(at::kDouble).square().sum());
+  // One host sync for all shards; a rank without any still joins the sum.
+  const double local = squares.empty() ? 0.0 : at::stack(squares).sum().item<double>();
+  return std::sqrt(comm.all_reduce_scalar(local, ReduceOp::Sum) / replicas);
 }
 
 void scale_local_grads(const std::vector<at::Tensor>& params, double factor) {

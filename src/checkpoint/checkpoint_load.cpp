@@ -36,7 +36,8 @@
 #include "checkpoint/checkpoint_impl.hpp"
 #include "checkpoint/commit.hpp"
 #include "runtime/h5_handle.hpp"
-#include "checkpoint/manifest.hpp"
+#include "checkpoint/manifest_codec.hpp"
+#include "checkpoint/manifest_reader.hpp"
 #include "checkpoint/parallel_file.hpp"
 #include "checkpoint/raw_reader.hpp"
 #include "checkpoint/replicated_load.hpp"
@@ -141,7 +142,8 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
   const auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   const auto t_start = Clock::now();
   std::string error, manifest;
-  ByteWriter offsets_out, index_out;
+  ByteWriter offsets_out;
+  std::string index_bytes;
   if (rank == 0) {
     recorded(&error, [&] {
       const std::string path = resolve_checkpoint(path_or_dir);
@@ -149,11 +151,7 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
       ShardIndex index;
       const CheckpointInfo read = read_manifest_indexed(file, path, &index);
       manifest = encode_manifest(read);
-      index_out.i64(index.present ? 1 : 0);
-      for (size_t i = 0; i < index.first.size(); ++i) {
-        index_out.i64(index.first[i]);
-        index_out.i64(index.count[i]);
-      }
+      index_bytes = encode_shard_index(index);
       for (int64_t offset : raw_data_offsets(file, read)) offsets_out.i64(offset);
     });
   }
@@ -161,7 +159,7 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
   message.str(error);
   message.str(manifest);
   message.str(offsets_out.take());
-  message.str(index_out.take());
+  message.str(index_bytes);
   const std::string received = comm.broadcast_bytes(message.take(), 0);
   ByteReader reader(received);
   error = reader.str();
@@ -173,17 +171,8 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
     ByteReader r(bytes);
     for (const auto& t : info.tensors) raw_offsets[t.name] = r.i64();
   }
-  ShardIndex index;  // present: each rank fetches only the shard records it needs
-  {
-    const std::string bytes = reader.str();
-    ByteReader r(bytes);
-    index.present = r.i64() != 0;
-    if (index.present)
-      for (size_t i = 0; i < info.tensors.size(); ++i) {
-        index.first.push_back(r.i64());
-        index.count.push_back(r.i64());
-      }
-  }
+  // present: each rank fetches only the shard records it needs
+  const ShardIndex index = decode_shard_index(reader.str(), info.tensors.size());
   const double t_manifest = since(t_start);
   std::unordered_map<std::string, const TensorInfo*> saved_by_name;  // O(1) lookups, not O(tensors)
   for (const auto& t : info.tensors) saved_by_name[t.name] = &t;

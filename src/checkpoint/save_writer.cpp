@@ -17,6 +17,7 @@
 #include "checkpoint/h5_types.hpp"
 #include "checkpoint/parallel_file.hpp"
 #include "checkpoint/raw_writer.hpp"
+#include "checkpoint/shard_table_writer.hpp"
 #include "mpiaccel/version.hpp"
 #include "runtime/check_hdf5.hpp"
 #include "core/dtype_names.hpp"

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "checkpoint/manifest_reader.hpp"
 #include "checkpoint/parallel_file.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/state.hpp"

@@ -1,6 +1,6 @@
 // libFuzzer harness: the checkpoint manifest and attribute decoder
 // (read_manifest, read_manifest_indexed, read_shard_rows, the tiling check,
-// and the manifest's byte encoding between ranks).
+// and the byte encoding of the manifest and the shard index between ranks).
 //
 // HDF5's own parser of the file format is not the target: fuzzing raw bytes
 // would mostly exercise libhdf5 (whose 1.10 format parser has known crashes,
@@ -28,7 +28,9 @@
 
 #include "checkpoint/h5_attributes.hpp"
 #include "checkpoint/h5_types.hpp"
-#include "checkpoint/manifest.hpp"
+#include "checkpoint/manifest_codec.hpp"
+#include "checkpoint/manifest_reader.hpp"
+#include "checkpoint/shard_table_writer.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace {
@@ -278,6 +280,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     d::ShardIndex index;
     mpiaccel::CheckpointInfo info = d::read_manifest_indexed(file, "fuzz.h5", &index);
+    const std::string index_bytes = d::encode_shard_index(index);
+    if (d::encode_shard_index(d::decode_shard_index(index_bytes, info.tensors.size())) != index_bytes)
+      std::abort();
     for (size_t i = 0; index.present && i < info.tensors.size(); ++i) {
       auto& shards = info.tensors[i].shards;
       for (const auto& r : d::read_shard_rows(file, "fuzz.h5", index.first[i], index.count[i], H5P_DEFAULT))

@@ -10,6 +10,7 @@
 #include "checkpoint/h5_types.hpp"
 #include "checkpoint/row_tiling.hpp"
 #include "checkpoint/shard_record_type.hpp"
+#include "mpiaccel/version.hpp"
 #include "runtime/check_hdf5.hpp"
 
 namespace mpiaccel {
@@ -105,6 +106,18 @@ void check_tiling(const std::string& path, const TensorInfo& t) {
                      " (incomplete or damaged /meta/shards)");
 }
 
+// The writer of a file of a newer format version, if the file names one:
+// the mpiaccel to read it with. A damaged attribute just leaves it unnamed.
+std::string writer_version(hid_t file) {
+  std::string writer;
+  try {
+    read_string_attribute(file, "mpiaccel_version", &writer);
+  } catch (const Error&) {
+    writer.clear();
+  }
+  return writer;
+}
+
 // The manifest without its tensors: root attributes, config, trainer, optim.
 CheckpointInfo read_manifest_header(hid_t file, const std::string& path) {
   check_format(file, path);
@@ -155,6 +168,18 @@ CheckpointInfo naming_the_file(const std::string& path, Read&& read) {
     if (e.message().find(path) != std::string::npos) throw;
     MPIACCEL_THROW("checkpoint " + path + ": " + e.message());
   }
+}
+
+// Whether the file's shard table comes with /meta/shard_index: never in
+// version 1 (files of that version are read the old way, even the later
+// ones that carry an index), always from version 2 on.
+bool has_shard_index(hid_t file, const CheckpointInfo& info) {
+  if (info.format_version < kShardIndexFormatVersion) return false;
+  MPIACCEL_CHECK(object_exists(file, kShardIndexPath),
+                 "checkpoint " + info.path + " has format version " +
+                     std::to_string(info.format_version) + " but no " + kShardIndexPath +
+                     " (damaged file)");
+  return true;
 }
 
 // The tensors of the whole shard table, each with its shards, checked.
@@ -272,15 +297,21 @@ void check_format(hid_t file, const std::string& path) {
   int64_t version = 0;
   MPIACCEL_CHECK(read_int_attribute(file, "format_version", &version),
                  "checkpoint " + path + " has no format_version attribute");
-  MPIACCEL_CHECK(version >= 1 && version <= kCheckpointFormatVersion,
-                 "checkpoint " + path + " has format version " + std::to_string(version) +
-                     "; this build of mpiaccel reads versions 1 to " +
-                     std::to_string(kCheckpointFormatVersion) + " (use a newer mpiaccel)");
+  MPIACCEL_CHECK(version >= 1, "checkpoint " + path + " has format version " +
+                                   std::to_string(version) + ", which no mpiaccel writes (damaged file)");
+  if (version <= kCheckpointFormatVersion) return;
+  const std::string writer = writer_version(file);
+  MPIACCEL_THROW("checkpoint " + path + " has format version " + std::to_string(version) +
+                 "; this mpiaccel (" + MPIACCEL_VERSION_STRING + ") reads versions 1 to " +
+                 std::to_string(kCheckpointFormatVersion) + ": load it with " +
+                 (writer.empty() ? std::string("a newer mpiaccel")
+                                 : "mpiaccel " + writer + ", which wrote it, or newer"));
 }
 
 CheckpointInfo read_manifest(hid_t file, const std::string& path) {
   return naming_the_file(path, [&] {
     CheckpointInfo info = read_manifest_header(file, path);
+    has_shard_index(file, info);  // a version that has one and lost it is damaged
     add_tensors_from_table(file, info);
     return info;
   });
@@ -289,7 +320,7 @@ CheckpointInfo read_manifest(hid_t file, const std::string& path) {
 CheckpointInfo read_manifest_indexed(hid_t file, const std::string& path, ShardIndex* index) {
   return naming_the_file(path, [&] {
     CheckpointInfo info = read_manifest_header(file, path);
-    index->present = object_exists(file, kShardIndexPath);
+    index->present = has_shard_index(file, info);
     if (index->present)
       add_tensors_from_index(file, info, index);
     else

@@ -9,7 +9,8 @@
 // tensors (the input's first bytes choose names, dtypes, shapes and shards;
 // an empty input is a valid file), then up to 8 lies chosen by the input:
 // root attributes of another type or of many values, shard records of any
-// rows, names and ranks, a shard index of any shape and values, datasets of
+// rows, names and ranks, a shard index of any shape and values or none (with
+// a format_version of any value: version 1 is read without it), datasets of
 // any dataspace and type, missing datasets, torch_dtype of any kind, /trainer
 // values of any type. The file is built in memory (the core driver) and read
 // back by our decoder. Any input must be decoded or
@@ -107,6 +108,7 @@ void lie_about_plan(Provider& in, Plan& plan) {
     case 6: plan.index[in.ConsumeIntegralInRange<size_t>(0, plan.index.size() - 1)] = number(in); break;
     case 7: plan.index_dims = {in.ConsumeIntegralInRange<hsize_t>(0, 4)};
             if (in.ConsumeBool()) plan.index_dims.push_back(in.ConsumeIntegralInRange<hsize_t>(0, 3));
+            if (in.ConsumeIntegralInRange<int>(0, 3) == 0) plan.index_dims.clear();  // no index
             break;
     case 8: plan.name_length = in.ConsumeIntegralInRange<size_t>(1, 24); break;
     default: std::swap(plan.records.front(), plan.records.back()); break;

@@ -27,8 +27,10 @@ struct FileComm;
 class AsyncSave;
 }
 
-/// The "format_version" root attribute this build writes (and the newest it reads).
-constexpr int kCheckpointFormatVersion = 1;
+/// The "format_version" root attribute this build writes (and the newest it
+/// reads; it reads every version from 1). 1: no /meta/shard_index; 2: with it
+/// (docs/checkpoint.md, "Format versions").
+constexpr int kCheckpointFormatVersion = 2;
 
 /// What a checkpoint carries besides its tensors.
 struct CheckpointMeta {

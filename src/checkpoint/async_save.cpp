@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include "checkpoint/collective_phases.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
 #include "runtime/device_streams.hpp"
@@ -48,13 +49,7 @@ void AsyncSave::start(const ShardedStateDict& state, int64_t step, CheckpointMet
   path_.clear();
   writer_ = std::thread([this, step, meta = std::move(meta), write = std::move(write)] {
     TraceScope span("checkpoint write (background)", TraceLane::Io);
-    try {
-      path_ = write(staged_, step, meta);
-    } catch (const Error& e) {
-      error_ = e.message();
-    } catch (const std::exception& e) {
-      error_ = e.what();
-    }
+    error_ = error_message_of([&] { path_ = write(staged_, step, meta); });
     done_ = true;
   });
 }

@@ -25,7 +25,6 @@
 #include <ATen/core/Tensor.h>
 #include <hdf5.h>
 
-#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -34,9 +33,11 @@
 
 #include "checkpoint/byte_codec.hpp"
 #include "checkpoint/checkpoint_impl.hpp"
+#include "checkpoint/collective_phases.hpp"
 #include "checkpoint/commit.hpp"
 #include "runtime/h5_handle.hpp"
-#include "checkpoint/manifest.hpp"
+#include "checkpoint/manifest_codec.hpp"
+#include "checkpoint/manifest_reader.hpp"
 #include "checkpoint/parallel_file.hpp"
 #include "checkpoint/raw_reader.hpp"
 #include "checkpoint/replicated_load.hpp"
@@ -48,17 +49,6 @@
 
 namespace mpiaccel::detail {
 namespace {
-
-template <typename F>
-void recorded(std::string* first_error, F&& what) {
-  try {
-    what();
-  } catch (const Error& e) {
-    if (first_error->empty()) *first_error = e.message();
-  } catch (const std::exception& e) {
-    if (first_error->empty()) *first_error = e.what();
-  }
-}
 
 // Throws if `target` cannot receive the saved tensor.
 void check_target(const CheckpointInfo& info, const TensorInfo* saved, const ShardedTensor& target) {
@@ -130,145 +120,139 @@ void read_target_raw(RawReader& reader, int64_t offset, const CheckpointInfo& in
   if (!in_place) local.copy_(buffer.view(local.sizes()));
 }
 
-}  // namespace
+// What rank 0 reads and every rank needs.
+struct LoadManifest {
+  CheckpointInfo info;
+  std::map<std::string, int64_t> raw_offsets;  // tensors readable without HDF5 (else -1)
+  ShardIndex index;  // present: each rank fetches only the shard records it needs
+};
 
-CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::string& path_or_dir,
-                               ShardedStateDict& targets) {
-  silence_hdf5_errors();
-  const int rank = comm.rank(), size = comm.size();
-
-  using Clock = std::chrono::steady_clock;
-  const auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
-  const auto t_start = Clock::now();
-  std::string error, manifest;
-  ByteWriter offsets_out, index_out;
-  if (rank == 0) {
-    recorded(&error, [&] {
-      const std::string path = resolve_checkpoint(path_or_dir);
-      H5Id file = open_checkpoint_file_serial(path);
-      ShardIndex index;
-      const CheckpointInfo read = read_manifest_indexed(file, path, &index);
-      manifest = encode_manifest(read);
-      index_out.i64(index.present ? 1 : 0);
-      for (size_t i = 0; i < index.first.size(); ++i) {
-        index_out.i64(index.first[i]);
-        index_out.i64(index.count[i]);
-      }
-      for (int64_t offset : raw_data_offsets(file, read)) offsets_out.i64(offset);
-    });
-  }
+// Rank 0: the manifest message, or the error that stops the load.
+std::string read_manifest_message(const std::string& path_or_dir) {
+  std::string manifest, offsets, index;
+  const std::string error = error_message_of([&] {
+    const std::string path = resolve_checkpoint(path_or_dir);
+    H5Id file = open_checkpoint_file_serial(path);
+    ShardIndex shard_index;
+    const CheckpointInfo read = read_manifest_indexed(file, path, &shard_index);
+    manifest = encode_manifest(read);
+    index = encode_shard_index(shard_index);
+    ByteWriter w;
+    for (int64_t offset : raw_data_offsets(file, read)) w.i64(offset);
+    offsets = w.take();
+  });
   ByteWriter message;
   message.str(error);
   message.str(manifest);
-  message.str(offsets_out.take());
-  message.str(index_out.take());
-  const std::string received = comm.broadcast_bytes(message.take(), 0);
-  ByteReader reader(received);
-  error = reader.str();
+  message.str(offsets);
+  message.str(index);
+  return message.take();
+}
+
+// Rank 0 reads the manifest and broadcasts it, or its error, which every rank
+// throws. Collective over comm.
+LoadManifest broadcast_manifest(Communicator& comm, const std::string& path_or_dir) {
+  const std::string message =
+      comm.broadcast_bytes(comm.rank() == 0 ? read_manifest_message(path_or_dir) : "", 0);
+  ByteReader reader(message);
+  const std::string error = reader.str();
   if (!error.empty()) MPIACCEL_THROW(error);  // the same on every rank
-  CheckpointInfo info = decode_manifest(reader.str());
-  std::map<std::string, int64_t> raw_offsets;  // tensors readable without HDF5
-  {
-    const std::string bytes = reader.str();
-    ByteReader r(bytes);
-    for (const auto& t : info.tensors) raw_offsets[t.name] = r.i64();
-  }
-  ShardIndex index;  // present: each rank fetches only the shard records it needs
-  {
-    const std::string bytes = reader.str();
-    ByteReader r(bytes);
-    index.present = r.i64() != 0;
-    if (index.present)
-      for (size_t i = 0; i < info.tensors.size(); ++i) {
-        index.first.push_back(r.i64());
-        index.count.push_back(r.i64());
-      }
-  }
-  const double t_manifest = since(t_start);
-  std::unordered_map<std::string, const TensorInfo*> saved_by_name;  // O(1) lookups, not O(tensors)
-  for (const auto& t : info.tensors) saved_by_name[t.name] = &t;
-  const auto saved_named = [&](const std::string& name) -> const TensorInfo* {
-    auto it = saved_by_name.find(name);
-    return it == saved_by_name.end() ? nullptr : it->second;
-  };
+  LoadManifest m;
+  m.info = decode_manifest(reader.str());
+  const std::string offsets = reader.str();
+  ByteReader r(offsets);
+  for (const auto& t : m.info.tensors) m.raw_offsets[t.name] = r.i64();
+  m.index = decode_shard_index(reader.str(), m.info.tensors.size());
+  return m;
+}
 
-  recorded(&error, [&] {
-    for (const auto& target : targets.tensors) check_target(info, saved_named(target.name), target);
-  });
-  all_ok(comm, error.empty(), error);
+// The manifest's tensors by name: O(1) lookups, not O(tensors) each.
+class SavedTensors {
+ public:
+  explicit SavedTensors(const CheckpointInfo& info) {
+    for (const auto& t : info.tensors) by_name_[t.name] = &t;
+  }
+  const TensorInfo* find(const std::string& name) const {
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : it->second;
+  }
 
+ private:
+  std::unordered_map<std::string, const TensorInfo*> by_name_;
+};
+
+H5Id open_parallel(CollectivePhases& phases, MPI_Comm world, const std::string& path) {
   H5Id fapl = make_parallel_fapl(world);
   H5Id file;
-  recorded(&error, [&] {
-    file = H5Id(H5Fopen(info.path.c_str(), H5F_ACC_RDONLY, fapl));  // collective
-    MPIACCEL_CHECK(file.valid(), "cannot open checkpoint " + info.path + ": " + hdf5_error_stack());
+  phases.run([&] {
+    file = H5Id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl));  // collective
+    MPIACCEL_CHECK(file.valid(), "cannot open checkpoint " + path + ": " + hdf5_error_stack());
   });
-  all_ok(comm, error.empty(), error);
+  return file;
+}
 
-  if (index.present) fetch_covering_shards(world, comm, file, info, index, targets);
-  const double t_open = since(t_start);
-  CheckpointMeta meta;
+// Every target's rows; returns the RawReader used, if any (for its stats).
+// Errors are recorded: the caller still closes the file with the others.
+std::unique_ptr<RawReader> read_tensors(CollectivePhases& phases, Communicator& comm, hid_t file,
+                                        const LoadManifest& m, const SavedTensors& saved,
+                                        ShardedStateDict& targets) {
   std::unique_ptr<RawReader> raw;
-  {
-    H5Id dxpl = make_transfer_list(false);
-    // Tensors every rank loads whole: each byte read once, by one rank.
-    const std::vector<bool> replicated = replicated_targets(comm, info, raw_offsets, targets);
-    std::set<std::string> shared;
-    for (size_t i = 0; i < replicated.size(); ++i)
-      if (replicated[i]) shared.insert(info.tensors[i].name);
-    if (!shared.empty()) {
-      recorded(&error, [&] { raw = std::make_unique<RawReader>(info.path); });
-      all_ok(comm, error.empty(), error);
-      recorded(&error, [&] { read_replicated(comm, *raw, info, raw_offsets, targets, replicated); });
-    }
-    recorded(&error, [&] {
-      for (auto& target : targets.tensors) {
-        if (shared.count(target.name)) continue;
-        const int64_t offset = raw_offsets[target.name];
-        if (offset < 0) {
-          read_target(file, dxpl, info, *saved_named(target.name), target);
-          continue;
-        }
-        if (!raw) raw = std::make_unique<RawReader>(info.path);
-        read_target_raw(*raw, offset, info, *saved_named(target.name), target);
+  // Tensors every rank loads whole: each byte read once, by one rank.
+  const std::vector<bool> replicated = replicated_targets(comm, m.info, m.raw_offsets, targets);
+  std::set<std::string> shared;
+  for (size_t i = 0; i < replicated.size(); ++i)
+    if (replicated[i]) shared.insert(m.info.tensors[i].name);
+  if (!shared.empty()) {
+    phases.run([&] { raw = std::make_unique<RawReader>(m.info.path); });
+    phases.record([&] { read_replicated(comm, *raw, m.info, m.raw_offsets, targets, replicated); });
+  }
+  H5Id dxpl = make_transfer_list(false);
+  phases.record([&] {
+    for (auto& target : targets.tensors) {
+      if (shared.count(target.name)) continue;
+      const int64_t offset = m.raw_offsets.at(target.name);
+      if (offset < 0) {
+        read_target(file, dxpl, m.info, *saved.find(target.name), target);
+        continue;
       }
-    });
-    if (info.world_size == size) {
-      recorded(&error, [&] {
-        const std::string name = "/rng/" + std::to_string(rank);
-        if (H5Lexists(file, "/rng", H5P_DEFAULT) <= 0 ||
-            H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
-          return;
-        H5Id dset(MPIACCEL_CHECK_HDF5(H5Dopen2(file, name.c_str(), H5P_DEFAULT)));  // independent
-        H5Id space(MPIACCEL_CHECK_HDF5(H5Dget_space(dset)));
-        meta.rng_state.resize(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
-        if (!meta.rng_state.empty())
-          MPIACCEL_CHECK_HDF5(H5Dread(dset, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, dxpl,
-                                      meta.rng_state.data()));  // independent
-      });
+      if (!raw) raw = std::make_unique<RawReader>(m.info.path);
+      read_target_raw(*raw, offset, m.info, *saved.find(target.name), target);
     }
-    // Otherwise meta.rng_state stays empty: the caller decides what replaces
-    // it (the Accelerator re-derives from (seed, step, rank) and logs that).
-  }
-  recorded(&error, [&] {
-    const herr_t rc = H5Fclose(file.release());  // collective
-    MPIACCEL_CHECK(rc >= 0, "closing checkpoint " + info.path + " failed: " + hdf5_error_stack());
   });
-  all_ok(comm, error.empty(), error);
-  if (raw) {
-    const RawReader::Stats& st = raw->stats();
-    char text[320];
-    std::snprintf(text, sizeof text,
-                  "checkpoint: loaded %s in %.3f s (manifest %.3f, open %.3f, tensor data and "
-                  "close %.3f: %.0f MiB O_DIRECT, %.0f MiB buffered, waiting for the disk %.3f, "
-                  "CRC+copy %.3f)",
-                  info.path.c_str(), since(t_start), t_manifest, t_open - t_manifest,
-                  since(t_start) - t_open, st.direct_bytes / 1048576.0,
-                  st.buffered_bytes / 1048576.0, st.wait_seconds, st.sink_seconds);
-    log_debug(text);
-  }
+  return raw;
+}
 
-  targets.attributes = info.attributes;
+// This rank's /rng/<rank>, empty if the file has none.
+std::string read_rng_state(hid_t file, int rank) {
+  std::string state;
+  const std::string name = "/rng/" + std::to_string(rank);
+  if (H5Lexists(file, "/rng", H5P_DEFAULT) <= 0 || H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
+    return state;
+  H5Id dxpl = make_transfer_list(false);
+  H5Id dset(MPIACCEL_CHECK_HDF5(H5Dopen2(file, name.c_str(), H5P_DEFAULT)));  // independent
+  H5Id space(MPIACCEL_CHECK_HDF5(H5Dget_space(dset)));
+  state.resize(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+  if (!state.empty())
+    MPIACCEL_CHECK_HDF5(H5Dread(dset, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, dxpl,
+                                state.data()));  // independent
+  return state;
+}
+
+void log_load_times(const std::string& path, const CollectivePhases& phases,
+                    const RawReader::Stats& st) {
+  char text[200];
+  std::snprintf(text, sizeof text,
+                ": %.0f MiB O_DIRECT, %.0f MiB buffered, waiting for the disk %.3f, "
+                "CRC+copy %.3f)",
+                st.direct_bytes / 1048576.0, st.buffered_bytes / 1048576.0, st.wait_seconds,
+                st.sink_seconds);
+  char total[32];
+  std::snprintf(total, sizeof total, "%.3f", phases.elapsed());
+  log_debug("checkpoint: loaded " + path + " in " + total + " s (" + phases.laps_text() + text);
+}
+
+CheckpointMeta meta_of(const CheckpointInfo& info) {
+  CheckpointMeta meta;
   meta.step = info.step;
   meta.world_size = info.world_size;
   meta.strategy = info.strategy;
@@ -279,6 +263,38 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
   meta.torch_version = info.torch_version;
   meta.created_utc = info.created_utc;
   meta.path = info.path;
+  return meta;
+}
+
+}  // namespace
+
+CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::string& path_or_dir,
+                               ShardedStateDict& targets) {
+  silence_hdf5_errors();
+  CollectivePhases phases(comm);
+  LoadManifest m = broadcast_manifest(comm, path_or_dir);
+  phases.lap("manifest");
+  const SavedTensors saved(m.info);
+  phases.run([&] {
+    for (const auto& target : targets.tensors)
+      check_target(m.info, saved.find(target.name), target);
+  });
+  H5Id file = open_parallel(phases, world, m.info.path);
+  if (m.index.present) fetch_covering_shards(world, comm, file, m.info, m.index, targets);
+  phases.lap("open");
+
+  CheckpointMeta meta = meta_of(m.info);
+  std::unique_ptr<RawReader> raw = read_tensors(phases, comm, file, m, saved, targets);
+  // On another world size meta.rng_state stays empty: the caller decides what
+  // replaces it (the Accelerator re-derives from (seed, step, rank) and logs that).
+  if (m.info.world_size == comm.size())
+    phases.record([&] { meta.rng_state = read_rng_state(file, comm.rank()); });
+  phases.run("tensor data and close", [&] {
+    const herr_t rc = H5Fclose(file.release());  // collective
+    MPIACCEL_CHECK(rc >= 0, "closing checkpoint " + m.info.path + " failed: " + hdf5_error_stack());
+  });
+  if (raw) log_load_times(m.info.path, phases, raw->stats());
+  targets.attributes = m.info.attributes;
   return meta;
 }
 

@@ -8,7 +8,7 @@
 #include "checkpoint/commit.hpp"
 #include "checkpoint/crc32c.hpp"
 #include "runtime/h5_handle.hpp"
-#include "checkpoint/manifest.hpp"
+#include "checkpoint/manifest_reader.hpp"
 #include "checkpoint/tensor_io.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "runtime/check_hdf5.hpp"

@@ -23,7 +23,6 @@
 #include <torch/version.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <algorithm>
@@ -35,6 +34,7 @@
 #include "checkpoint/byte_codec.hpp"
 #include "checkpoint/checkpoint_impl.hpp"
 #include "checkpoint/save_writer.hpp"
+#include "checkpoint/collective_phases.hpp"
 #include "checkpoint/commit.hpp"
 #include "checkpoint/h5_attributes.hpp"
 #include "checkpoint/h5_types.hpp"
@@ -125,34 +125,20 @@ std::string first_difference(const std::string& mine, const std::string& referen
   }
 }
 
-}  // namespace
-
-std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::string& dir,
-                            int64_t keep_last, const ShardedStateDict& state, int64_t step,
-                            const CheckpointMeta& meta) {
-  silence_hdf5_errors();
-  const int rank = comm.rank(), size = comm.size();
+void check_world(MPI_Comm world, const Communicator& comm, int64_t step) {
   int world_size = 0;
   MPI_Comm_size(world, &world_size);  // local
-  MPIACCEL_CHECK(world_size == size, "checkpoint: the communicator has " + std::to_string(size) +
-                                         " ranks but the world has " + std::to_string(world_size) +
-                                         "; checkpoints are written by the whole world");
+  MPIACCEL_CHECK(world_size == comm.size(),
+                 "checkpoint: the communicator has " + std::to_string(comm.size()) +
+                     " ranks but the world has " + std::to_string(world_size) +
+                     "; checkpoints are written by the whole world");
   MPIACCEL_CHECK(step >= 0, "checkpoint: negative step " + std::to_string(step));
+}
 
-  using Clock = std::chrono::steady_clock;
-  const auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
-  const auto t_start = Clock::now();
-  double t_prepared = 0, t_agreed = 0, t_written = 0;
-  std::string file_timing;
-
-  // Phase 1.
-  std::string error;
-  std::vector<LocalShard> shards;
-  recorded(&error, [&] { shards = prepare_local(state); });
-  all_ok(comm, error.empty(), error);
-  t_prepared = since(t_start);
-
-  // Phase 2.
+// Rank 0's tensor list and metadata, for every rank; a rank whose list
+// differs fails the save on every rank. Collective over comm.
+SharedPlan agree_on_plan(Communicator& comm, const std::vector<LocalShard>& shards,
+                         const ShardedStateDict& state, const CheckpointMeta& meta) {
   SharedPlan mine;
   mine.layout = layout_of(shards);
   mine.strategy = meta.strategy;
@@ -160,90 +146,113 @@ std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::strin
   mine.created_utc = utc_now();
   mine.trainer = meta.trainer;
   mine.attributes = state.attributes;
-  const SharedPlan plan = SharedPlan::decode(comm.broadcast_bytes(mine.encode(), 0));
+  SharedPlan plan = SharedPlan::decode(comm.broadcast_bytes(mine.encode(), 0));
   const std::string difference = first_difference(mine.layout, plan.layout);
   all_ok(comm, difference.empty(),
          "checkpoint: ranks save different tensor lists: " + difference);
+  return plan;
+}
 
-  std::vector<ShardRecord> records;
-  std::vector<size_t> tensor_of;
-  size_t name_length = 1;
+// This rank's shard records (CRCs still 0), the tensor of each, and the
+// longest name + 1 (the table's name field).
+void add_my_records(WriteInput& in) {
+  const auto& shards = *in.shards;
   for (size_t i = 0; i < shards.size(); ++i) {
     const LocalShard& s = shards[i];
-    name_length = std::max(name_length, s.tensor->name.size() + 1);
+    in.name_length = std::max(in.name_length, s.tensor->name.size() + 1);
     const ShardedTensor& t = *s.tensor;
-    if (t.row_count > 0 || (s.rows == 0 && rank == 0)) {  // a tensor without rows still has a record
-      records.push_back({t.name, rank, t.row_begin, t.row_count, 0});
-      tensor_of.push_back(i);
+    if (t.row_count > 0 || (s.rows == 0 && in.rank == 0)) {  // a tensor without rows still has a record
+      in.my_records.push_back({t.name, in.rank, t.row_begin, t.row_count, 0});
+      in.record_tensor.push_back(i);
     }
   }
-  // Where each record goes in the table; every tensor's rows held exactly once.
-  ShardTablePlan table = plan_shard_table(world, comm, shards, records, tensor_of);
-  ByteWriter sizes;
-  sizes.i64(static_cast<int64_t>(meta.rng_state.size()));
-  const auto counts = comm.all_gather_bytes(sizes.take());
+}
 
+// Every rank's RNG blob size (each rank creates every /rng/<rank> dataset).
+std::vector<int64_t> gather_rng_sizes(Communicator& comm, const std::string& rng_state) {
+  ByteWriter size;
+  size.i64(static_cast<int64_t>(rng_state.size()));
+  std::vector<int64_t> sizes;
+  for (const auto& bytes : comm.all_gather_bytes(size.take())) {
+    ByteReader r(bytes);
+    sizes.push_back(r.i64());
+  }
+  return sizes;
+}
+
+// Rank 0: the directory exists, the tensors fit on its disk, and no leftover
+// of a crashed save of the same step is in the way.
+void prepare_directory(const std::string& dir, int64_t step, const std::vector<LocalShard>& shards,
+                       const std::string& tmp_path) {
+  make_directories(dir);
+  int64_t needed = 0;
+  for (const auto& s : shards) needed += s.bytes;
+  const int64_t available = available_bytes(dir);
+  MPIACCEL_CHECK(available < 0 || needed <= available,
+                 "not enough space for checkpoint step " + std::to_string(step) + " in " + dir +
+                     ": it needs " + std::to_string(needed) + " bytes, " +
+                     std::to_string(available) + " are free (No space left on device)");
+  file_system().unlink(tmp_path.c_str());
+}
+
+// Rank 0: rename, fsync, latest; then retention, only after the commit: a
+// failed save never costs an older checkpoint. Best effort: what cannot be
+// removed now is retried next time.
+void commit_and_prune(const std::string& dir, int64_t step, int64_t keep_last) {
+  commit_checkpoint(dir, temporary_file_name(step), checkpoint_file_name(step));
+  for (const auto& removed : prune_checkpoints(dir, keep_last))
+    log_debug("checkpoint: removed " + removed);
+}
+
+}  // namespace
+
+std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::string& dir,
+                            int64_t keep_last, const ShardedStateDict& state, int64_t step,
+                            const CheckpointMeta& meta) {
+  silence_hdf5_errors();
+  check_world(world, comm, step);
+  const bool rank0 = comm.rank() == 0;
+  CollectivePhases phases(comm);
+  std::vector<LocalShard> shards;
+  phases.run("prepare", [&] { shards = prepare_local(state); });  // phase 1
+
+  // Phase 2.
+  const SharedPlan plan = agree_on_plan(comm, shards, state, meta);
+  std::string file_timing;
   WriteInput in;
   in.world = world;
-  in.rank = rank;
-  in.size = size;
+  in.rank = comm.rank();
+  in.size = comm.size();
   in.step = step;
   in.dir = dir;
   in.tmp_path = join_path(dir, temporary_file_name(step));
   in.shards = &shards;
   in.plan = &plan;
-  in.name_length = name_length;
   in.rng_state = &meta.rng_state;
   in.timing = &file_timing;
-  in.my_records = records;
-  in.record_tensor = tensor_of;
-  in.table = std::move(table);
-  for (const auto& c : counts) {
-    ByteReader r(c);
-    in.rng_sizes.push_back(r.i64());
-  }
-  if (rank == 0) {
-    recorded(&error, [&] {
-      make_directories(dir);
-      int64_t needed = 0;
-      for (const auto& s : shards) needed += s.bytes;
-      const int64_t available = available_bytes(dir);
-      MPIACCEL_CHECK(available < 0 || needed <= available,
-                     "not enough space for checkpoint step " + std::to_string(step) + " in " +
-                         dir + ": it needs " + std::to_string(needed) + " bytes, " +
-                         std::to_string(available) + " are free (No space left on device)");
-      file_system().unlink(in.tmp_path.c_str());  // a leftover of a crashed save of the same step
-    });
-  }
-  all_ok(comm, error.empty(), error);
-  t_agreed = since(t_start);
+  add_my_records(in);
+  // Where each record goes in the table; every tensor's rows held exactly once.
+  in.table = plan_shard_table(world, comm, shards, in.my_records, in.record_tensor);
+  in.rng_sizes = gather_rng_sizes(comm, meta.rng_state);
+  phases.run("agree", [&] {
+    if (rank0) prepare_directory(dir, step, shards, in.tmp_path);
+  });
 
-  const std::string final_name = checkpoint_file_name(step);
   try {
-    write_file(comm, in);
-    t_written = since(t_start);
-    if (rank == 0) {
-      recorded(&error, [&] {
-        commit_checkpoint(dir, temporary_file_name(step), final_name);
-        // Retention only after the commit: a failed save never costs an older
-        // checkpoint. Best effort: what cannot be removed now is retried next time.
-        for (const auto& removed : prune_checkpoints(dir, keep_last))
-          log_debug("checkpoint: removed " + removed);
-      });
-    }
-    all_ok(comm, error.empty(), error);
-    char text[200];
-    std::snprintf(text, sizeof text,
-                  "checkpoint: step %lld saved in %.3f s (prepare %.3f, agree %.3f, file "
-                  "%.3f, commit %.3f); file: ",
-                  static_cast<long long>(step), since(t_start), t_prepared, t_agreed - t_prepared,
-                  t_written - t_agreed, since(t_start) - t_written);
-    log_debug(text + file_timing);
+    write_file(comm, in);  // phases 3 and 4
+    phases.lap("file");
+    phases.run("commit", [&] {
+      if (rank0) commit_and_prune(dir, step, keep_last);
+    });
+    char text[64];
+    std::snprintf(text, sizeof text, "checkpoint: step %lld saved in %.3f s (",
+                  static_cast<long long>(step), phases.elapsed());
+    log_debug(text + phases.laps_text() + "); file: " + file_timing);
   } catch (...) {
-    if (rank == 0) file_system().unlink(in.tmp_path.c_str());
+    if (rank0) file_system().unlink(in.tmp_path.c_str());
     throw;
   }
-  return join_path(dir, final_name);
+  return join_path(dir, checkpoint_file_name(step));
 }
 
 }  // namespace mpiaccel::detail

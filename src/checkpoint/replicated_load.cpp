@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "checkpoint/collective_phases.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/raw_reader.hpp"
 #include "checkpoint/tensor_io.hpp"
@@ -75,16 +76,11 @@ void gather_window(Communicator& comm, RawReader& reader,
   const int64_t my_count = counts[static_cast<size_t>(rank)];
   if (mine_buffer.numel() < my_count) mine_buffer = at::empty({my_count}, at::kByte);
   at::Tensor mine = mine_buffer.narrow(0, 0, my_count);
-  std::string error;
-  try {
+  const std::string error = error_message_of([&] {
     const int64_t begin = from + rank * slice;
     read_slice(reader, raw_offsets, group, begin, begin + mine.numel(),
                static_cast<char*>(mine.data_ptr()));
-  } catch (const Error& e) {
-    error = e.message();
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
+  });
   // A read that failed on one rank fails the load on every rank, before any gather.
   all_ok(comm, error.empty(), error.empty() ? error : "rank " + std::to_string(rank) + ": " + error);
   comm.all_gather_uneven(window, mine, counts);

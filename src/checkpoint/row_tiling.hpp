@@ -1,7 +1,7 @@
 #pragma once
 // Whether row ranges tile a tensor's rows [0, rows) exactly: the one walk
 // behind the save's check of what the ranks hold (shard_plan.cpp) and the
-// load's check of a file's /meta/shards (manifest.cpp), each of which words
+// load's check of a file's /meta/shards (manifest_reader.cpp), each of which words
 // its own error.
 
 #include <algorithm>

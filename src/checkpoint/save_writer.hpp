@@ -66,19 +66,6 @@ struct SharedPlan {
   }
 };
 
-// Runs `what`, keeping the first error instead of throwing, so the caller can
-// go on making the collective calls every other rank is making.
-template <typename F>
-void recorded(std::string* first_error, F&& what) {
-  try {
-    what();
-  } catch (const Error& e) {
-    if (first_error->empty()) *first_error = e.message();
-  } catch (const std::exception& e) {
-    if (first_error->empty()) *first_error = e.what();
-  }
-}
-
 struct WriteInput {
   MPI_Comm world = MPI_COMM_NULL;
   int rank = 0, size = 1;

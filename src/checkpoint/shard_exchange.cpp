@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "checkpoint/collective_phases.hpp"
+#include "checkpoint/manifest_reader.hpp"
 #include "checkpoint/parallel_file.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/state.hpp"
@@ -92,14 +94,11 @@ void fetch_covering_shards(MPI_Comm world, Communicator& comm, hid_t file, Check
   const int size = comm.size(), rank = comm.rank();
   const int64_t tensors = static_cast<int64_t>(info.tensors.size());
   const std::vector<int64_t> starts = block_starts(tensors, size);
-  std::string error;
   std::unordered_map<int64_t, std::vector<ShardInfo>> owned;
-  try {
+  const std::string error = error_message_of([&] {
     owned = read_owned(file, info, index, starts[static_cast<size_t>(rank)],
                        starts[static_cast<size_t>(rank) + 1]);
-  } catch (const Error& e) {
-    error = e.message();
-  }
+  });
   all_ok(comm, error.empty(), error);
 
   std::unordered_map<std::string, int64_t> tensor_index;

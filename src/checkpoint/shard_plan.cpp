@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include "checkpoint/manifest_codec.hpp"
 #include "checkpoint/row_tiling.hpp"
 #include "checkpoint/save_writer.hpp"
 #include "mpiaccel/error.hpp"

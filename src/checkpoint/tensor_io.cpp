@@ -9,6 +9,7 @@
 
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/manifest.hpp"
+#include "runtime/h5_handle.hpp"
 #include "runtime/check_hdf5.hpp"
 
 namespace mpiaccel::detail {

@@ -42,21 +42,22 @@ std::unordered_map<const void*, size_t> assign(const std::vector<PlannedUnit>& p
   return unit_of;
 }
 
-}  // namespace
-
-BuiltUnits build_units(torch::nn::Module& model, const std::vector<PlannedUnit>& plan, int parts,
-                       int index, bool offload) {
-  BuiltUnits built;
-  built.units.resize(plan.size() + 1);
-  built.units[0].cls = model.name();
+// One unit per planned unit, after the root (unit 0).
+std::vector<FsdpUnit> empty_units(torch::nn::Module& model, const std::vector<PlannedUnit>& plan) {
+  std::vector<FsdpUnit> units(plan.size() + 1);
+  units[0].cls = model.name();
   for (size_t k = 0; k < plan.size(); ++k) {
-    FsdpUnit& u = built.units[k + 1];
+    FsdpUnit& u = units[k + 1];
     u.name = plan[k].name;
     u.cls = plan[k].module->name();
     u.module = plan[k].module;
   }
-  for (size_t k = 0; k < built.units.size(); ++k) built.units[k].index = k;
+  for (size_t k = 0; k < units.size(); ++k) units[k].index = k;
+  return units;
+}
 
+// Every trainable parameter (once, however often it is shared), in its unit.
+void add_params(torch::nn::Module& model, const std::vector<PlannedUnit>& plan, BuiltUnits& built) {
   const auto unit_of = assign(plan);
   std::unordered_set<const void*> seen;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
@@ -88,42 +89,54 @@ BuiltUnits build_units(torch::nn::Module& model, const std::vector<PlannedUnit>&
     built.params.push_back(std::move(param));
   }
   MPIACCEL_CHECK(!built.params.empty(), "FSDP: the model has no parameter that requires grad");
+}
 
-  for (FsdpUnit& u : built.units) {
-    std::vector<std::vector<int64_t>> shapes;
-    for (size_t p : u.params) {
-      shapes.push_back(built.params[p].full.sizes().vec());
-      u.full_bytes += built.params[p].full.numel() * built.params[p].full.element_size();
-    }
-    u.layout = FlatLayout(shapes, parts, index);
-    u.full_options = u.params.empty()
-                         ? at::TensorOptions(at::kFloat)
-                         : built.params[u.params.front()].full.options().requires_grad(false);
-    // With cpu_offload the shards live on the host, pinned when the full
-    // parameters are on a GPU: each gather copies them up asynchronously.
-    u.local = offload ? staging_empty({u.layout.block()}, u.full_options.dtype().toScalarType(),
-                                      u.full_options.device()).zero_()
-                      : at::zeros({u.layout.block()}, u.full_options);
-    for (size_t s = 0; s < u.params.size(); ++s) {
-      FsdpParam& param = built.params[u.params[s]];
-      const FlatSlot& slot = u.layout.slots()[s];
-      at::Tensor shard;
-      {
-        // A plain alias of `local` (not an autograd view): a leaf the
-        // optimizer can own and update in place.
-        at::AutoDispatchBelowADInplaceOrView plain_views;
-        shard = u.layout.shard_view(u.local, s);
-      }
-      at::NoGradGuard no_grad;
-      // A parameter without memory (deferred) gets its rows streamed later.
-      if (storage_allocated(param.full)) {
-        const at::Tensor rows = param.full.dim() == 0 ? param.full.reshape({1}) : param.full;
-        shard.copy_(rows.narrow(0, slot.local.begin, slot.local.count));  // (to the host with offload)
-      }
-      shard.set_requires_grad(true);
-      param.shard = shard;
-    }
+// Lays `u` out over `parts` ranks and gives each of its parameters this
+// rank's (`index`) rows as a shard: a leaf view of the unit's flat `local`.
+void shard_unit(FsdpUnit& u, std::vector<FsdpParam>& params, int parts, int index, bool offload) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t p : u.params) {
+    shapes.push_back(params[p].full.sizes().vec());
+    u.full_bytes += params[p].full.numel() * params[p].full.element_size();
   }
+  u.layout = FlatLayout(shapes, parts, index);
+  u.full_options = u.params.empty()
+                       ? at::TensorOptions(at::kFloat)
+                       : params[u.params.front()].full.options().requires_grad(false);
+  // With cpu_offload the shards live on the host, pinned when the full
+  // parameters are on a GPU: each gather copies them up asynchronously.
+  u.local = offload ? staging_empty({u.layout.block()}, u.full_options.dtype().toScalarType(),
+                                    u.full_options.device()).zero_()
+                    : at::zeros({u.layout.block()}, u.full_options);
+  for (size_t s = 0; s < u.params.size(); ++s) {
+    FsdpParam& param = params[u.params[s]];
+    const FlatSlot& slot = u.layout.slots()[s];
+    at::Tensor shard;
+    {
+      // A plain alias of `local` (not an autograd view): a leaf the
+      // optimizer can own and update in place.
+      at::AutoDispatchBelowADInplaceOrView plain_views;
+      shard = u.layout.shard_view(u.local, s);
+    }
+    at::NoGradGuard no_grad;
+    // A parameter without memory (deferred) gets its rows streamed later.
+    if (storage_allocated(param.full)) {
+      const at::Tensor rows = param.full.dim() == 0 ? param.full.reshape({1}) : param.full;
+      shard.copy_(rows.narrow(0, slot.local.begin, slot.local.count));  // (to the host with offload)
+    }
+    shard.set_requires_grad(true);
+    param.shard = shard;
+  }
+}
+
+}  // namespace
+
+BuiltUnits build_units(torch::nn::Module& model, const std::vector<PlannedUnit>& plan, int parts,
+                       int index, bool offload) {
+  BuiltUnits built;
+  built.units = empty_units(model, plan);
+  add_params(model, plan, built);
+  for (FsdpUnit& u : built.units) shard_unit(u, built.params, parts, index, offload);
   return built;
 }
 

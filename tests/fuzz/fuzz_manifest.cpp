@@ -1,6 +1,6 @@
 // libFuzzer harness: the checkpoint manifest and attribute decoder
 // (read_manifest, read_manifest_indexed, read_shard_rows, the tiling check,
-// and the manifest's byte encoding between ranks).
+// and the byte encoding of the manifest and the shard index between ranks).
 //
 // HDF5's own parser of the file format is not the target: fuzzing raw bytes
 // would mostly exercise libhdf5 (whose 1.10 format parser has known crashes,
@@ -9,7 +9,8 @@
 // tensors (the input's first bytes choose names, dtypes, shapes and shards;
 // an empty input is a valid file), then up to 8 lies chosen by the input:
 // root attributes of another type or of many values, shard records of any
-// rows, names and ranks, a shard index of any shape and values, datasets of
+// rows, names and ranks, a shard index of any shape and values or none (with
+// a format_version of any value: version 1 is read without it), datasets of
 // any dataspace and type, missing datasets, torch_dtype of any kind, /trainer
 // values of any type. The file is built in memory (the core driver) and read
 // back by our decoder. Any input must be decoded or
@@ -28,7 +29,9 @@
 
 #include "checkpoint/h5_attributes.hpp"
 #include "checkpoint/h5_types.hpp"
-#include "checkpoint/manifest.hpp"
+#include "checkpoint/manifest_codec.hpp"
+#include "checkpoint/manifest_reader.hpp"
+#include "checkpoint/shard_table_writer.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace {
@@ -105,6 +108,7 @@ void lie_about_plan(Provider& in, Plan& plan) {
     case 6: plan.index[in.ConsumeIntegralInRange<size_t>(0, plan.index.size() - 1)] = number(in); break;
     case 7: plan.index_dims = {in.ConsumeIntegralInRange<hsize_t>(0, 4)};
             if (in.ConsumeBool()) plan.index_dims.push_back(in.ConsumeIntegralInRange<hsize_t>(0, 3));
+            if (in.ConsumeIntegralInRange<int>(0, 3) == 0) plan.index_dims.clear();  // no index
             break;
     case 8: plan.name_length = in.ConsumeIntegralInRange<size_t>(1, 24); break;
     default: std::swap(plan.records.front(), plan.records.back()); break;
@@ -278,6 +282,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     d::ShardIndex index;
     mpiaccel::CheckpointInfo info = d::read_manifest_indexed(file, "fuzz.h5", &index);
+    const std::string index_bytes = d::encode_shard_index(index);
+    if (d::encode_shard_index(d::decode_shard_index(index_bytes, info.tensors.size())) != index_bytes)
+      std::abort();
     for (size_t i = 0; index.present && i < info.tensors.size(); ++i) {
       auto& shards = info.tensors[i].shards;
       for (const auto& r : d::read_shard_rows(file, "fuzz.h5", index.first[i], index.count[i], H5P_DEFAULT))

@@ -57,8 +57,10 @@ for name in "${harnesses[@]}"; do
   case $name in
     config) link config "$here/fuzz_config.cpp" "$src"/config/{config,derived,ini_parse,schema,value_text}.cpp \
               "$src/core/error.cpp" -- -linih ;;
-    manifest) link manifest "$here/fuzz_manifest.cpp" "$src"/checkpoint/{manifest,h5_attributes,h5_types}.cpp \
-                "$src"/core/{error,dtype_names}.cpp -- "${hdf5_libs[@]}" "${torch_libs[@]}" ;;
+    manifest) link manifest "$here/fuzz_manifest.cpp" \
+                "$src"/checkpoint/{manifest_reader,manifest_codec,shard_table_writer,shard_record_type}.cpp \
+                "$src"/checkpoint/{h5_attributes,h5_types}.cpp "$src"/core/{error,dtype_names}.cpp \
+                -- "${hdf5_libs[@]}" "${torch_libs[@]}" ;;
     safetensors) link safetensors "$here/fuzz_safetensors.cpp" "$src/interop/safetensors.cpp" \
                    "$src/core/error.cpp" -- "${torch_libs[@]}" ;;
     token_file) link token_file "$here/fuzz_token_file.cpp" "$src/data/token_file.cpp" "$src/core/error.cpp" \

@@ -1,6 +1,7 @@
 """h5py (Debian python3-h5py) reads an mpiaccel checkpoint as it is: root
 attributes, every tensor's values (bf16 through HDF5's own conversion of the
-committed float type), /meta/shards, /meta/config, /trainer, /rng.
+committed float type), /meta/shards and its index (format version 2),
+/meta/config, /trainer, /rng.
 
 usage: check_h5py.py FILE STEP"""
 import sys
@@ -18,7 +19,7 @@ def text(value):
 def main(path, step):
     with h5py.File(path, "r") as f:
         assert text(f.attrs["format"]) == "mpiaccel.checkpoint", dict(f.attrs)
-        assert int(f.attrs["format_version"]) == 1
+        assert int(f.attrs["format_version"]) == 2
         assert int(f.attrs["step"]) == step
         world = int(f.attrs["world_size"])
         assert text(f.attrs["strategy"]) == "ddp"
@@ -44,6 +45,12 @@ def main(path, step):
                 assert first == end, (name, parts)
                 end += count
         assert rows["model/w"][-1][0] + rows["model/w"][-1][1] == w_rows
+        # Version 2: [tensors, 2] of each tensor's first row in the table and its count.
+        index = f["meta/shard_index"][()]
+        assert index.shape == (len(rows), 2), index.shape
+        for first, count in index:
+            names = {text(n) for n in shards["name"][first:first + count]}
+            assert len(names) == 1 and len(rows[names.pop()]) == count, (first, count)
         assert "[train]" in text(f["meta/config"][()])
         assert text(f["trainer"].attrs["samples_seen"]) == str(step * 64)
         for r in range(world):

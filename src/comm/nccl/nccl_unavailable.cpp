@@ -1,5 +1,5 @@
 // The NCCL entry points of a build without CUDA + NCCL (selected by CMake in
-// place of nccl_communicator.cpp).
+// place of nccl/nccl_*.cpp).
 
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"

@@ -33,9 +33,9 @@ leaks=$(for f in $(grep -rlF -e "$SOURCE_DIR" -e "$BUILD_DIR" "$P"); do
         done || true)
 [ -z "$leaks" ] || fail "installed files name the source or build tree: $leaks"
 "$P/bin/mpiaccel" --version > version.txt 2>&1 || { cat version.txt; fail "installed mpiaccel --version"; }
-expect_contains version.txt "mpiaccel 0.2"
+expect_contains version.txt "mpiaccel 0.3"
 mpi 2 "$P/bin/mpiaccel" env > env.txt 2>&1 || { cat env.txt; fail "installed mpiaccel env"; }
-expect_contains env.txt "mpiaccel 0.2"
+expect_contains env.txt "mpiaccel 0.3"
 # Which LibTorch, and whether it has CUDA: the wheel's has, Debian's has not.
 grep -Eq "LibTorch +[0-9]+\.[0-9]+[^ ]*, with(out)? CUDA" env.txt || { cat env.txt; fail "env: LibTorch line"; }
 if grep -q "^Torch_DIR.*site-packages" "$BUILD_DIR/CMakeCache.txt"; then
@@ -75,9 +75,9 @@ expect_contains strategy_no.out "set strategy = ddp"
 mkdir -p too_new && cat > too_new/CMakeLists.txt <<'EOF'
 cmake_minimum_required(VERSION 3.18)
 project(too_new LANGUAGES CXX)
-find_package(mpiaccel 0.3 REQUIRED)
+find_package(mpiaccel 0.4 REQUIRED)
 EOF
-cmake -S too_new -B too_new/build -DCMAKE_PREFIX_PATH="$P" > too_new.out 2>&1 && fail "find_package(mpiaccel 0.3) accepted 0.2"
+cmake -S too_new -B too_new/build -DCMAKE_PREFIX_PATH="$P" > too_new.out 2>&1 && fail "find_package(mpiaccel 0.4) accepted 0.3"
 build_example() {  # build_example NAME
   cmake -S "$SOURCE_DIR/examples/$1" -B "ex_$1" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_BUILD_TYPE=Release \
     "${launcher[@]}" > "ex_$1.cmake" 2>&1 || { cat "ex_$1.cmake"; fail "configuring example $1"; }

@@ -7,7 +7,6 @@
 // the checkpoint reader reshards by rows; tests/scripts covers that path.)
 #define BOOST_TEST_MODULE zero_state
 #include "support/mpi_test.hpp"
-#include "support/shared_dir.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +17,7 @@
 #include "mpiaccel/ddp.hpp"
 #include "mpiaccel/zero.hpp"
 #include "state/optimizer_state.hpp"
+#include "support/checkpoint_setup.hpp"
 #include "support/equivalence.hpp"
 #include "support/small_models.hpp"
 
@@ -67,18 +67,15 @@ void expect_resumes(const std::string& kind, const std::string& from_name,
                     std::function<std::unique_ptr<Strategy>()> from, const std::string& to_name,
                     std::function<std::unique_ptr<Strategy>()> to) {
   at::set_num_threads(1);
-  SharedDir dir("zero");
-  Checkpointer checkpointer(world_ptr(), dir.path, 0);
+  CheckpointDir dir("zero");
   Run a = start(kind, from, 7);
   train(a, kind, 0, 3);
-  CheckpointMeta meta;
-  meta.step = 3;
-  meta.strategy = a.strategy->name();
-  const std::string path = checkpointer.save(a.strategy->state_dict(*a.optimizer), 3, meta);
+  const std::string path =
+      dir.ckpt.save(a.strategy->state_dict(*a.optimizer), 3, meta_at(3, a.strategy->name()));
 
   Run b = start(kind, to, 99);  // other weights: everything must come from the file
   ShardedStateDict targets = b.strategy->load_targets(*b.optimizer);
-  checkpointer.load(path, targets);
+  dir.ckpt.load(path, targets);
   b.strategy->finish_load(*b.optimizer);
   MPIACCEL_CHECK_ALL(optimizer_step(*b.optimizer) == 3);
 

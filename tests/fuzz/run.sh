@@ -55,9 +55,10 @@ link() {
 src=$root/src
 for name in "${harnesses[@]}"; do
   case $name in
-    config) link config "$here/fuzz_config.cpp" "$src"/config/{config,derived,error,ini_parse,schema,value_text}.cpp -- -linih ;;
+    config) link config "$here/fuzz_config.cpp" "$src"/config/{config,derived,ini_parse,schema,value_text}.cpp \
+              "$src/core/error.cpp" -- -linih ;;
     manifest) link manifest "$here/fuzz_manifest.cpp" "$src"/checkpoint/{manifest,h5_attributes,h5_types}.cpp \
-                "$src/core/error.cpp" -- "${hdf5_libs[@]}" "${torch_libs[@]}" ;;
+                "$src"/core/{error,dtype_names}.cpp -- "${hdf5_libs[@]}" "${torch_libs[@]}" ;;
     safetensors) link safetensors "$here/fuzz_safetensors.cpp" "$src/interop/safetensors.cpp" \
                    "$src/core/error.cpp" -- "${torch_libs[@]}" ;;
     token_file) link token_file "$here/fuzz_token_file.cpp" "$src/data/token_file.cpp" "$src/core/error.cpp" \

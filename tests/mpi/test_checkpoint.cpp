@@ -7,7 +7,6 @@
 // keep_last pruning, no temporary files left).
 #define BOOST_TEST_MODULE checkpoint
 #include "support/mpi_test.hpp"
-#include "support/shared_dir.hpp"
 
 #include <ATen/ATen.h>
 #include <hdf5.h>
@@ -23,12 +22,11 @@
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/state.hpp"
+#include "support/checkpoint_setup.hpp"
 
 namespace fs = std::filesystem;
 using namespace mpiaccel;
-using mpiaccel::test::SharedDir;
-using mpiaccel::test::world;
-using mpiaccel::test::world_ptr;
+using namespace mpiaccel::test;
 
 namespace {
 
@@ -76,42 +74,17 @@ at::Tensor full_tensor(size_t index, const Spec& spec) {
   return t;
 }
 
-int64_t rows_of(const Spec& s) { return s.shape.empty() ? 1 : s.shape[0]; }
-
-at::Tensor rows_of_tensor(const at::Tensor& full, const Spec& s, int64_t begin, int64_t count) {
-  if (s.shape.empty()) return count ? full.clone() : at::empty({0}, full.options());
-  return full.narrow(0, begin, count).clone();
-}
-
-ShardedStateDict make_state(const std::vector<Spec>& list,
-                            const std::function<RowRange(int64_t)>& layout) {
+ShardedStateDict make_state(const std::vector<Spec>& list, const RowLayout& layout) {
   ShardedStateDict state;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const auto& s = list[i];
-    const RowRange r = layout(rows_of(s));
-    state.tensors.push_back({s.name, s.shape, r.begin, r.count,
-                             rows_of_tensor(full_tensor(i, s), s, r.begin, r.count)});
-  }
+  for (size_t i = 0; i < list.size(); ++i)
+    state.tensors.push_back(shard_of(list[i].name, full_tensor(i, list[i]), layout));
   state.attributes = {{"optimizer", "adamw"}, {"optimizer.group0.lr", "0.001"}};
   return state;
 }
 
-ShardedStateDict make_targets(const std::vector<Spec>& list,
-                              const std::function<RowRange(int64_t)>& layout) {
+ShardedStateDict make_targets(const std::vector<Spec>& list, const RowLayout& layout) {
   ShardedStateDict targets;
-  for (const auto& s : list) {
-    const RowRange r = layout(rows_of(s));
-    std::vector<int64_t> shape = s.shape;
-    at::Tensor local;
-    if (shape.empty())
-      local = r.count ? at::full({}, 0, at::TensorOptions().dtype(s.dtype))
-                      : at::empty({0}, at::TensorOptions().dtype(s.dtype));
-    else {
-      shape[0] = r.count;
-      local = at::zeros(shape, at::TensorOptions().dtype(s.dtype));
-    }
-    targets.tensors.push_back({s.name, s.shape, r.begin, r.count, local});
-  }
+  for (const auto& s : list) targets.tensors.push_back(target_of(s.name, s.shape, s.dtype, layout));
   return targets;
 }
 
@@ -125,16 +98,14 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
 std::string check_targets(const std::vector<Spec>& list, const ShardedStateDict& targets) {
   for (size_t i = 0; i < list.size(); ++i) {
     const auto& t = targets.tensors[i];
-    at::Tensor want = rows_of_tensor(full_tensor(i, list[i]), list[i], t.row_begin, t.row_count);
+    at::Tensor want = rows_of(full_tensor(i, list[i]), {t.row_begin, t.row_count});
     if (!same_bits(t.local.contiguous(), want)) return "tensor " + t.name + " differs";
   }
   return "";
 }
 
 CheckpointMeta make_meta(int64_t step) {
-  CheckpointMeta meta;
-  meta.step = step;
-  meta.strategy = "ddp";
+  CheckpointMeta meta = meta_at(step);
   meta.config_text = "[train]\nmax_steps = 10\n; " + std::string(70000, 'x') + "\n";
   meta.trainer = {{"epoch", "3"}, {"samples_seen", "1234"}, {"scheduler", std::string(40000, 's')}};
   // Different sizes per rank, one rank without any.
@@ -143,21 +114,18 @@ CheckpointMeta make_meta(int64_t step) {
   return meta;
 }
 
-RowRange even_here(int64_t rows) { return even_row_range(rows, world().size(), world().rank()); }
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(round_trip_same_layout_is_bit_exact_with_meta) {
-  SharedDir dir("ckpt");
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  CheckpointDir dir("ckpt");
   const auto list = specs();
   const CheckpointMeta meta = make_meta(7);
-  const std::string path = ckpt.save(make_state(list, even_here), 7, meta);
+  const std::string path = dir.ckpt.save(make_state(list, even_here), 7, meta);
   MPIACCEL_CHECK_ALL(path == dir.path + "/step_00000007.h5");
   MPIACCEL_CHECK_ALL(fs::exists(path));
 
   ShardedStateDict targets = make_targets(list, even_here);
-  const CheckpointMeta got = ckpt.load(dir.path, targets);
+  const CheckpointMeta got = dir.ckpt.load(dir.path, targets);
   const std::string diff = check_targets(list, targets);
   BOOST_TEST_MESSAGE(diff);
   MPIACCEL_CHECK_ALL(diff.empty());
@@ -173,12 +141,11 @@ BOOST_AUTO_TEST_CASE(round_trip_same_layout_is_bit_exact_with_meta) {
 }
 
 BOOST_AUTO_TEST_CASE(load_with_other_layouts_reshards) {
-  SharedDir dir("ckpt");
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  CheckpointDir dir("ckpt");
   const auto list = specs();
-  ckpt.save(make_state(list, even_here), 1, make_meta(1));
+  dir.ckpt.save(make_state(list, even_here), 1, make_meta(1));
   const int n = world().size(), r = world().rank();
-  const std::vector<std::pair<std::string, std::function<RowRange(int64_t)>>> layouts = {
+  const std::vector<std::pair<std::string, RowLayout>> layouts = {
       {"full rows on every rank", [](int64_t rows) { return RowRange{0, rows}; }},
       {"torch.chunk", [&](int64_t rows) { return chunk_row_range(rows, n, r); }},
       {"reversed parts", [&](int64_t rows) { return even_row_range(rows, n, n - 1 - r); }},
@@ -188,7 +155,7 @@ BOOST_AUTO_TEST_CASE(load_with_other_layouts_reshards) {
   for (const auto& [what, layout] : layouts) {
     BOOST_TEST_CONTEXT(what) {
       ShardedStateDict targets = make_targets(list, layout);
-      ckpt.load(dir.path, targets);
+      dir.ckpt.load(dir.path, targets);
       const std::string diff = check_targets(list, targets);
       BOOST_TEST_MESSAGE(what << ": " << diff);
       MPIACCEL_CHECK_ALL(diff.empty());
@@ -199,25 +166,23 @@ BOOST_AUTO_TEST_CASE(load_with_other_layouts_reshards) {
 BOOST_AUTO_TEST_CASE(save_with_uneven_layout_and_load_as_dtype_conversion) {
   // Saved with torch.chunk rows (the tail rank may have none), loaded into
   // float32 targets from a bfloat16 tensor (floating dtypes convert).
-  SharedDir dir("ckpt");
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  CheckpointDir dir("ckpt");
   const int n = world().size(), r = world().rank();
   std::vector<Spec> list = {{"model/w", {5, 4}, at::kBFloat16}, {"model/v", {2}, at::kFloat}};
-  ckpt.save(make_state(list, [&](int64_t rows) { return chunk_row_range(rows, n, r); }), 3,
-            make_meta(3));
+  dir.ckpt.save(make_state(list, [&](int64_t rows) { return chunk_row_range(rows, n, r); }), 3,
+                make_meta(3));
   ShardedStateDict targets;
   targets.tensors.push_back({"model/w", {5, 4}, 0, 5, at::zeros({5, 4}, at::kFloat)});
-  ckpt.load(dir.path, targets);
+  dir.ckpt.load(dir.path, targets);
   at::Tensor want = full_tensor(0, list[0]).to(at::kFloat);
   MPIACCEL_CHECK_ALL(same_bits(targets.tensors[0].local, want));
 }
 
 BOOST_AUTO_TEST_CASE(latest_and_keep_last_pruning) {
-  SharedDir dir("ckpt");
-  Checkpointer ckpt(world_ptr(), dir.path + "/nested/run", 2);
+  CheckpointDir dir("ckpt", 2, "/nested/run");
   const std::vector<Spec> list = {{"model/w", {6, 2}, at::kFloat}};
-  for (int64_t step : {10, 20, 30, 40}) ckpt.save(make_state(list, even_here), step, make_meta(step));
-  const std::string run = dir.path + "/nested/run";
+  for (int64_t step : {10, 20, 30, 40}) dir.ckpt.save(make_state(list, even_here), step, make_meta(step));
+  const std::string& run = dir.path;
   const auto kept = Checkpointer::list(run);
   MPIACCEL_CHECK_ALL(kept.size() == 2);
   MPIACCEL_CHECK_ALL(kept.size() == 2 && kept[0] == run + "/step_00000030.h5" &&
@@ -233,15 +198,14 @@ BOOST_AUTO_TEST_CASE(latest_and_keep_last_pruning) {
   MPIACCEL_CHECK_ALL(!leftovers);
   // A file path resolves to itself; loading an explicit older file works.
   ShardedStateDict targets = make_targets(list, even_here);
-  const CheckpointMeta got = ckpt.load(run + "/step_00000030.h5", targets);
+  const CheckpointMeta got = dir.ckpt.load(run + "/step_00000030.h5", targets);
   MPIACCEL_CHECK_ALL(got.step == 30);
 }
 
 BOOST_AUTO_TEST_CASE(failed_save_leaves_previous_checkpoint_untouched) {
-  SharedDir dir("ckpt");
-  Checkpointer ckpt(world_ptr(), dir.path, 1);
+  CheckpointDir dir("ckpt", 1);
   const std::vector<Spec> list = {{"model/w", {6, 2}, at::kFloat}};
-  ckpt.save(make_state(list, even_here), 1, make_meta(1));
+  dir.ckpt.save(make_state(list, even_here), 1, make_meta(1));
   const std::string committed = dir.path + "/step_00000001.h5";
   const auto size_before = fs::file_size(committed);
 
@@ -251,12 +215,7 @@ BOOST_AUTO_TEST_CASE(failed_save_leaves_previous_checkpoint_untouched) {
     holes.tensors[0].row_count = 0;
     holes.tensors[0].local = holes.tensors[0].local.narrow(0, 0, 0);
   }
-  std::string message;
-  try {
-    ckpt.save(holes, 2, make_meta(2));
-  } catch (const mpiaccel::Error& e) {
-    message = e.message();
-  }
+  std::string message = error_of([&] { dir.ckpt.save(holes, 2, make_meta(2)); });
   BOOST_TEST_MESSAGE("hole: " << message);
   MPIACCEL_CHECK_ALL(message.find("model/w") != std::string::npos &&
                      message.find("held by no rank") != std::string::npos);
@@ -265,12 +224,7 @@ BOOST_AUTO_TEST_CASE(failed_save_leaves_previous_checkpoint_untouched) {
   if (world().size() > 1) {
     auto other = make_state(list, even_here);
     if (world().rank() == world().size() - 1) other.tensors[0].name = "model/other";
-    message.clear();
-    try {
-      ckpt.save(other, 2, make_meta(2));
-    } catch (const mpiaccel::Error& e) {
-      message = e.message();
-    }
+    message = error_of([&] { dir.ckpt.save(other, 2, make_meta(2)); });
     MPIACCEL_CHECK_ALL(message.find("different tensor lists") != std::string::npos);
   }
 
@@ -278,17 +232,10 @@ BOOST_AUTO_TEST_CASE(failed_save_leaves_previous_checkpoint_untouched) {
   // exists: an attribute too long for HDF5 object headers.
   auto big = make_state(list, even_here);
   big.attributes["huge"] = std::string(100000, 'h');
-  message.clear();
-  try {
-    ckpt.save(big, 3, make_meta(3));
-  } catch (const mpiaccel::Error& e) {
-    message = e.message();
-  }
+  message = error_of([&] { dir.ckpt.save(big, 3, make_meta(3)); });
   BOOST_TEST_MESSAGE("in-file failure: " << message);
   // Every rank saw the same error.
-  const auto messages = world().all_gather_bytes(message);
-  bool same = true;
-  for (const auto& m : messages) same &= m == messages[0];
+  const bool same = same_on_every_rank(message);
   MPIACCEL_CHECK_ALL(same && message.find("huge") != std::string::npos);
 
   MPIACCEL_CHECK_ALL(Checkpointer::resolve(dir.path) == committed);
@@ -300,7 +247,7 @@ BOOST_AUTO_TEST_CASE(failed_save_leaves_previous_checkpoint_untouched) {
   }
   MPIACCEL_CHECK_ALL(files == 2);  // step_00000001.h5 and latest
   ShardedStateDict targets = make_targets(list, even_here);
-  ckpt.load(dir.path, targets);
+  dir.ckpt.load(dir.path, targets);
   MPIACCEL_CHECK_ALL(check_targets(list, targets).empty());
 }
 
@@ -361,10 +308,9 @@ std::string rewrite_chunked(const std::string& file_path, const std::vector<Spec
 // saved layout and in one that cuts through saved shards. Saving with the
 // opt-out gives a file that loads the same.
 BOOST_AUTO_TEST_CASE(read_paths_agree_raw_direct_buffered_and_hdf5) {
-  SharedDir dir("ckpt");
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  CheckpointDir dir("ckpt");
   const auto list = specs();
-  const std::string path = ckpt.save(make_state(list, even_here), 5, make_meta(5));
+  const std::string path = dir.ckpt.save(make_state(list, even_here), 5, make_meta(5));
   const std::string packed = dir.path + "/packed.h5";
   std::string done;
   if (world().rank() == 0) {
@@ -375,7 +321,7 @@ BOOST_AUTO_TEST_CASE(read_paths_agree_raw_direct_buffered_and_hdf5) {
   BOOST_TEST_MESSAGE("rewritten chunked: " << done);
   MPIACCEL_REQUIRE_ALL(done.find("model/embed.weight") != std::string::npos);
   const int n = world().size(), r = world().rank();
-  const std::vector<std::pair<std::string, std::function<RowRange(int64_t)>>> layouts = {
+  const std::vector<std::pair<std::string, RowLayout>> layouts = {
       {"saved layout", even_here},
       {"n+1 parts", [&](int64_t rows) { return even_row_range(rows, n + 1, r + 1); }},
   };
@@ -383,7 +329,7 @@ BOOST_AUTO_TEST_CASE(read_paths_agree_raw_direct_buffered_and_hdf5) {
     for (const auto& [name, layout] : layouts) {
       BOOST_TEST_CONTEXT(what << ", " << name) {
         ShardedStateDict targets = make_targets(list, layout);
-        ckpt.load(file, targets);
+        dir.ckpt.load(file, targets);
         const std::string diff = check_targets(list, targets);
         BOOST_TEST_MESSAGE(what << ", " << name << ": " << diff);
         MPIACCEL_CHECK_ALL(diff.empty());
@@ -393,7 +339,7 @@ BOOST_AUTO_TEST_CASE(read_paths_agree_raw_direct_buffered_and_hdf5) {
   load_and_check("HDF5 hyperslabs (repacked)", packed);
   ::setenv("MPIACCEL_CKPT_DIRECT_IO", "0", 1);
   load_and_check("raw, page cache", path);
-  const std::string buffered = ckpt.save(make_state(list, even_here), 6, make_meta(6));
+  const std::string buffered = dir.ckpt.save(make_state(list, even_here), 6, make_meta(6));
   ::unsetenv("MPIACCEL_CKPT_DIRECT_IO");
   load_and_check("saved through the page cache, raw O_DIRECT", buffered);
 }
@@ -425,12 +371,11 @@ BOOST_AUTO_TEST_CASE(replicated_targets_read_each_byte_once) {
   // replicas load): each byte is read once in all, give or take the manifest
   // and O_DIRECT's 4 KiB block edges; without it (MPIACCEL_CKPT_READ_ONCE=0)
   // every rank reads everything.
-  SharedDir dir("ckpt");
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  CheckpointDir dir("ckpt");
   auto list = specs();
   list.push_back({"model/big.0", {4096, 256}, at::kFloat});
   list.push_back({"model/big.1", {1024, 1024}, at::kFloat});
-  ckpt.save(make_state(list, even_here), 1, make_meta(1));
+  dir.ckpt.save(make_state(list, even_here), 1, make_meta(1));
   const auto whole = [](int64_t rows) { return RowRange{0, rows}; };
   const int64_t tensor_bytes = int64_t{8} << 20;  // the two big ones; the rest are < 2 KiB
   const int n = world().size();
@@ -438,7 +383,7 @@ BOOST_AUTO_TEST_CASE(replicated_targets_read_each_byte_once) {
     BOOST_TEST_CONTEXT("MPIACCEL_CKPT_READ_ONCE=" << mode) {
       ::setenv("MPIACCEL_CKPT_READ_ONCE", mode, 1);
       ShardedStateDict targets = make_targets(list, whole);
-      const int64_t read = bytes_read_by_all([&] { ckpt.load(dir.path, targets); });
+      const int64_t read = bytes_read_by_all([&] { dir.ckpt.load(dir.path, targets); });
       MPIACCEL_CHECK_ALL(check_targets(list, targets).empty());
       BOOST_TEST_MESSAGE("np " << n << " mode " << mode << ": " << read << " bytes read for "
                                << tensor_bytes);

@@ -12,7 +12,6 @@
 #define BOOST_TEST_MODULE checkpoint_faults
 #include "support/mpi_test.hpp"
 #include "support/old_checkpoint.hpp"
-#include "support/shared_dir.hpp"
 
 #include <ATen/ATen.h>
 #include <hdf5.h>
@@ -24,12 +23,11 @@
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/state.hpp"
+#include "support/checkpoint_setup.hpp"
 
 namespace fs = std::filesystem;
 using namespace mpiaccel;
-using mpiaccel::test::SharedDir;
-using mpiaccel::test::world;
-using mpiaccel::test::world_ptr;
+using namespace mpiaccel::test;
 
 namespace {
 
@@ -38,26 +36,14 @@ at::Tensor full_b() { return at::arange(12, at::kLong); }
 
 ShardedStateDict state_of_model() {
   ShardedStateDict state;
-  const RowRange w = even_row_range(12, world().size(), world().rank());
-  state.tensors.push_back({"model/w", {12, 4}, w.begin, w.count, full_w().narrow(0, w.begin, w.count).clone()});
-  state.tensors.push_back({"model/b", {12}, w.begin, w.count, full_b().narrow(0, w.begin, w.count).clone()});
+  state.tensors = {shard_of("model/w", full_w()), shard_of("model/b", full_b())};
   return state;
 }
 
 ShardedStateDict full_targets() {
   ShardedStateDict targets;
-  targets.tensors.push_back({"model/w", {12, 4}, 0, 12, at::zeros({12, 4}, at::kFloat)});
-  targets.tensors.push_back({"model/b", {12}, 0, 12, at::zeros({12}, at::kLong)});
+  targets.tensors = {target_of("model/w", {12, 4}, at::kFloat), target_of("model/b", {12}, at::kLong)};
   return targets;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const mpiaccel::Error& e) {
-    return e.message();
-  }
-  return "";
 }
 
 // The same message on every rank, and it contains every needle.
@@ -65,18 +51,11 @@ bool fails_everywhere_with(const std::string& message, std::initializer_list<con
   BOOST_TEST_MESSAGE("rank " << world().rank() << ": " << message);
   bool ok = !message.empty();
   for (const char* n : needles) ok &= message.find(n) != std::string::npos;
-  const auto all = world().all_gather_bytes(message);
-  for (const auto& m : all) ok &= m == all[0];
-  return ok;
+  return same_on_every_rank(message) && ok;
 }
 
 // One shared checkpoint per test case, step 5.
-std::string save_one(const SharedDir& dir) {
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
-  CheckpointMeta meta;
-  meta.strategy = "ddp";
-  return ckpt.save(state_of_model(), 5, meta);
-}
+std::string save_one(CheckpointDir& dir) { return dir.ckpt.save(state_of_model(), 5, meta_at(5)); }
 
 void copy_file(const std::string& from, const std::string& to) {
   fs::copy_file(from, to, fs::copy_options::overwrite_existing);
@@ -85,7 +64,7 @@ void copy_file(const std::string& from, const std::string& to) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(flipped_bytes_in_a_tensor_are_caught_by_load_and_verify) {
-  SharedDir dir("ckpt_faults");
+  CheckpointDir dir("ckpt_faults");
   const std::string path = save_one(dir);
   const std::string damaged = dir.path + "/damaged.h5";
   std::vector<std::string> problems;
@@ -111,21 +90,20 @@ BOOST_AUTO_TEST_CASE(flipped_bytes_in_a_tensor_are_caught_by_load_and_verify) {
   MPIACCEL_CHECK_ALL(world().rank() != 0 ||
                      (problems.size() == 1 && problems[0].find("model/w") == 0 &&
                       problems[0].find("damaged") != std::string::npos));
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
   ShardedStateDict targets = full_targets();
-  const std::string message = error_of([&] { ckpt.load(damaged, targets); });
+  const std::string message = error_of([&] { dir.ckpt.load(damaged, targets); });
   MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"damaged", "model/w", "checksum"}));
   // A rank whose rows avoid the damaged shard still agrees to fail (above);
   // the original file is intact and loads.
   ShardedStateDict good = full_targets();
-  ckpt.load(dir.path, good);
+  dir.ckpt.load(dir.path, good);
   MPIACCEL_CHECK_ALL(at::equal(good.tensors[0].local, full_w()) &&
                      at::equal(good.tensors[1].local, full_b()));
   MPIACCEL_CHECK_ALL(world().rank() != 0 || CheckpointReader(path).verify().empty());
 }
 
 BOOST_AUTO_TEST_CASE(truncated_file) {
-  SharedDir dir("ckpt_faults");
+  CheckpointDir dir("ckpt_faults");
   const std::string path = save_one(dir);
   const std::string cut = dir.path + "/cut.h5";
   if (world().rank() == 0) {
@@ -133,19 +111,18 @@ BOOST_AUTO_TEST_CASE(truncated_file) {
     fs::resize_file(cut, fs::file_size(cut) / 2);
   }
   world().barrier();
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
   ShardedStateDict targets = full_targets();
-  const std::string message = error_of([&] { ckpt.load(cut, targets); });
+  const std::string message = error_of([&] { dir.ckpt.load(cut, targets); });
   MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"cannot open checkpoint", "cut.h5", "truncated"}));
   // Cut inside the superblock: not even an HDF5 signature check passes.
   if (world().rank() == 0) fs::resize_file(cut, 4);
   world().barrier();
-  const std::string tiny = error_of([&] { ckpt.load(cut, targets); });
+  const std::string tiny = error_of([&] { dir.ckpt.load(cut, targets); });
   MPIACCEL_CHECK_ALL(fails_everywhere_with(tiny, {"not an HDF5 file"}));
 }
 
 BOOST_AUTO_TEST_CASE(foreign_hdf5_and_non_hdf5_files) {
-  SharedDir dir("ckpt_faults");
+  CheckpointDir dir("ckpt_faults");
   const std::string foreign = dir.path + "/foreign.h5", text = dir.path + "/notes.txt";
   if (world().rank() == 0) {
     hid_t file = H5Fcreate(foreign.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -160,51 +137,48 @@ BOOST_AUTO_TEST_CASE(foreign_hdf5_and_non_hdf5_files) {
     std::ofstream(text) << "hello\n";
   }
   world().barrier();
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
   ShardedStateDict targets = full_targets();
-  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(foreign, targets); }),
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { dir.ckpt.load(foreign, targets); }),
                                            {"not an mpiaccel checkpoint", "foreign.h5",
                                             "(format attribute missing)"}));
-  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(text, targets); }),
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { dir.ckpt.load(text, targets); }),
                                            {"not an mpiaccel checkpoint", "not an HDF5 file"}));
 }
 
 BOOST_AUTO_TEST_CASE(checkpoint_of_a_different_model) {
-  SharedDir dir("ckpt_faults");
+  CheckpointDir dir("ckpt_faults");
   save_one(dir);
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
   ShardedStateDict missing;
   missing.tensors.push_back({"model/w", {12, 4}, 0, 12, at::zeros({12, 4}, at::kFloat)});
   missing.tensors.push_back({"model/extra.bias", {3}, 0, 3, at::zeros({3}, at::kFloat)});
-  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, missing); }),
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { dir.ckpt.load(dir.path, missing); }),
                                            {"has no tensor model/extra.bias", "different model"}));
   ShardedStateDict reshaped;
   reshaped.tensors.push_back({"model/w", {6, 8}, 0, 6, at::zeros({6, 8}, at::kFloat)});
-  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, reshaped); }),
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { dir.ckpt.load(dir.path, reshaped); }),
                                            {"model/w", "[12, 4]", "[6, 8]"}));
   // Only the last rank asks for something that is not there: all fail together.
   ShardedStateDict one_rank = full_targets();
   if (world().rank() == world().size() - 1) one_rank.tensors[1].name = "model/c";
-  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, one_rank); }),
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { dir.ckpt.load(dir.path, one_rank); }),
                                            {"model/c"}));
   ShardedStateDict wrong_dtype;
   wrong_dtype.tensors.push_back({"model/b", {12}, 0, 12, at::zeros({12}, at::kFloat)});
-  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, wrong_dtype); }),
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { dir.ckpt.load(dir.path, wrong_dtype); }),
                                            {"model/b", "int64", "float32"}));
 }
 
 BOOST_AUTO_TEST_CASE(missing_directory_and_no_latest) {
-  SharedDir dir("ckpt_faults");
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
+  CheckpointDir dir("ckpt_faults");
   ShardedStateDict targets = full_targets();
   MPIACCEL_CHECK_ALL(fails_everywhere_with(
-      error_of([&] { ckpt.load(dir.path + "/no/such/dir", targets); }), {"does not exist"}));
-  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, targets); }),
+      error_of([&] { dir.ckpt.load(dir.path + "/no/such/dir", targets); }), {"does not exist"}));
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { dir.ckpt.load(dir.path, targets); }),
                                            {"no committed checkpoint in", "latest"}));
   // A leftover temporary file is never loaded: `latest` is the only way in.
   if (world().rank() == 0) std::ofstream(dir.path + "/.step_00000009.h5.tmp") << "partial";
   world().barrier();
-  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(dir.path, targets); }),
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { dir.ckpt.load(dir.path, targets); }),
                                            {"no committed checkpoint in"}));
   // ... and is removed by the next successful save.
   save_one(dir);
@@ -231,28 +205,27 @@ std::string edited_copy(const std::string& path, const std::string& copy,
 BOOST_AUTO_TEST_CASE(shard_index_written_and_files_without_it_still_load) {
   // Saves write /meta/shard_index and the table sorted by tensor; a file of
   // an earlier version (no index) is read whole by rank 0, as before.
-  SharedDir dir("ckpt_faults");
+  CheckpointDir dir("ckpt_faults");
   const std::string path = save_one(dir);
   MPIACCEL_CHECK_ALL(H5Fis_hdf5(path.c_str()) > 0);
   const std::string old = edited_copy(path, dir.path + "/no_index.h5", [](hid_t file) {
     BOOST_REQUIRE(H5Lexists(file, "/meta/shard_index", H5P_DEFAULT) > 0);
     mpiaccel::test::make_format_version_1(file);
   });
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
   for (const std::string& file : {path, old}) {
     ShardedStateDict targets = full_targets();
-    ckpt.load(file, targets);
+    dir.ckpt.load(file, targets);
     MPIACCEL_CHECK_ALL(at::equal(targets.tensors[0].local, full_w()) &&
                        at::equal(targets.tensors[1].local, full_b()));
     ShardedStateDict mine = state_of_model();
     for (auto& t : mine.tensors) t.local.zero_();
-    ckpt.load(file, mine);
+    dir.ckpt.load(file, mine);
     MPIACCEL_CHECK_ALL(at::equal(mine.tensors[0].local, state_of_model().tensors[0].local));
   }
 }
 
 BOOST_AUTO_TEST_CASE(damaged_shard_index_is_refused) {
-  SharedDir dir("ckpt_faults");
+  CheckpointDir dir("ckpt_faults");
   const std::string path = save_one(dir);
   const auto rewrite = [](int64_t row0_count) {
     return [row0_count](hid_t file) {
@@ -264,12 +237,11 @@ BOOST_AUTO_TEST_CASE(damaged_shard_index_is_refused) {
       H5Dclose(dset);
     };
   };
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
   for (int64_t count : {int64_t{0}, int64_t{-5}, int64_t{1} << 60}) {
     BOOST_TEST_CONTEXT("count " << count) {
       const std::string bad = edited_copy(path, dir.path + "/bad_index.h5", rewrite(count));
       ShardedStateDict targets = full_targets();
-      const std::string message = error_of([&] { ckpt.load(bad, targets); });
+      const std::string message = error_of([&] { dir.ckpt.load(bad, targets); });
       MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"bad_index.h5", "shard_index", "damaged"}));
     }
   }
@@ -288,16 +260,15 @@ BOOST_AUTO_TEST_CASE(damaged_shard_index_is_refused) {
       H5Dclose(dset);
     });
     ShardedStateDict targets = full_targets();
-    const std::string message = error_of([&] { ckpt.load(bad, targets); });
+    const std::string message = error_of([&] { dir.ckpt.load(bad, targets); });
     MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"shifted.h5", "damaged"}));
   }
   MPIACCEL_CHECK_ALL(world().rank() != 0 || CheckpointReader(path).verify().empty());
 }
 
 BOOST_AUTO_TEST_CASE(hostile_shapes_and_shard_records_are_refused_before_any_allocation) {
-  SharedDir dir("ckpt_faults");
+  CheckpointDir dir("ckpt_faults");
   const std::string path = save_one(dir);
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
   // /model/w replaced by a chunked dataset claiming [2^31, 2^31] float32 (2^64 bytes).
   const std::string huge = edited_copy(path, dir.path + "/huge.h5", [](hid_t file) {
     H5Ldelete(file, "/model/w", H5P_DEFAULT);
@@ -319,7 +290,7 @@ BOOST_AUTO_TEST_CASE(hostile_shapes_and_shard_records_are_refused_before_any_all
     H5Sclose(space);
   });
   ShardedStateDict targets = full_targets();
-  std::string message = error_of([&] { ckpt.load(huge, targets); });
+  std::string message = error_of([&] { dir.ckpt.load(huge, targets); });
   MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"huge.h5", "model/w", "claims shape", "hostile"}));
   if (world().rank() == 0) {
     const std::string tool = error_of([&] { CheckpointReader reader(huge); });
@@ -342,7 +313,7 @@ BOOST_AUTO_TEST_CASE(hostile_shapes_and_shard_records_are_refused_before_any_all
       H5Dclose(dset);
     });
     ShardedStateDict t = full_targets();
-    message = error_of([&] { ckpt.load(bad, t); });
+    message = error_of([&] { dir.ckpt.load(bad, t); });
     MPIACCEL_CHECK_ALL(fails_everywhere_with(message, {"rows.h5", "a shard claims rows", "damaged"}));
     if (world().rank() == 0) {
       const std::string tool = error_of([&] { CheckpointReader reader(bad); });
@@ -373,9 +344,8 @@ void set_dtype_attribute(hid_t file, const char* name, const std::string& value,
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(dtype_attributes_that_disagree_with_their_dataset_are_refused) {
-  SharedDir dir("ckpt_faults");
+  CheckpointDir dir("ckpt_faults");
   const std::string path = save_one(dir);
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
   struct Lie {
     const char* file;
     const char* dataset;
@@ -398,7 +368,7 @@ BOOST_AUTO_TEST_CASE(dtype_attributes_that_disagree_with_their_dataset_are_refus
     ShardedStateDict targets = full_targets();
     std::vector<const char*> needles(lie.needles);
     needles.push_back(lie.file);
-    const std::string message = error_of([&] { ckpt.load(bad, targets); });
+    const std::string message = error_of([&] { dir.ckpt.load(bad, targets); });
     bool ok = fails_everywhere_with(message, {});
     for (const char* n : needles) ok &= message.find(n) != std::string::npos;
     MPIACCEL_CHECK_ALL(ok);
@@ -410,9 +380,8 @@ BOOST_AUTO_TEST_CASE(dtype_attributes_that_disagree_with_their_dataset_are_refus
 }
 
 BOOST_AUTO_TEST_CASE(shard_records_naming_a_tensor_without_data_are_refused) {
-  SharedDir dir("ckpt_faults");
+  CheckpointDir dir("ckpt_faults");
   const std::string path = save_one(dir);
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
   // /meta/shards lists model/b, whose dataset is gone; with the shard index
   // (the load's path) and without it (the old reader, the ckpt tool).
   for (const bool with_index : {true, false}) {
@@ -421,7 +390,7 @@ BOOST_AUTO_TEST_CASE(shard_records_naming_a_tensor_without_data_are_refused) {
       if (!with_index) mpiaccel::test::make_format_version_1(file);
     });
     ShardedStateDict targets = full_targets();
-    const std::string message = error_of([&] { ckpt.load(bad, targets); });
+    const std::string message = error_of([&] { dir.ckpt.load(bad, targets); });
     MPIACCEL_CHECK_ALL(fails_everywhere_with(
         message, {"ghost.h5", "tensor model/b is listed in /meta/shards but has no dataset"}));
     if (world().rank() == 0) {
@@ -434,13 +403,13 @@ BOOST_AUTO_TEST_CASE(shard_records_naming_a_tensor_without_data_are_refused) {
   const std::string bad = dir.path + "/ghost.h5";
   ShardedStateDict only_w;
   only_w.tensors.push_back(full_targets().tensors[0]);
-  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(bad, only_w); }),
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { dir.ckpt.load(bad, only_w); }),
                                            {"has no dataset"}));
 }
 
 BOOST_AUTO_TEST_CASE(prune_and_tmp_cleanup_touch_only_files_a_save_created) {
-  SharedDir dir("ckpt_faults");
-  const std::string run = dir.path + "/run", outside = dir.path + "/outside.h5";
+  CheckpointDir dir("ckpt_faults", /*keep_last=*/1, "/run");
+  const std::string run = dir.path, outside = dir.root.path + "/outside.h5";
   // Files of the user's beside the checkpoints, with names close to ours,
   // links leading out of the directory, and one stale tmp of a crashed save.
   const std::vector<std::string> decoys = {
@@ -455,10 +424,7 @@ BOOST_AUTO_TEST_CASE(prune_and_tmp_cleanup_touch_only_files_a_save_created) {
     std::ofstream(run + "/.step_00000007.h5.tmp") << "partial";
   }
   world().barrier();
-  Checkpointer ckpt(world_ptr(), run, 1);
-  CheckpointMeta meta;
-  meta.strategy = "ddp";
-  for (int64_t step : {10, 20, 30}) ckpt.save(state_of_model(), step, meta);
+  for (int64_t step : {10, 20, 30}) dir.ckpt.save(state_of_model(), step, meta_at(step));
   bool ok = Checkpointer::list(run) == std::vector<std::string>{run + "/step_00000030.h5"};
   ok &= !fs::exists(run + "/.step_00000007.h5.tmp");  // ours: removed
   for (const auto& name : decoys) {
@@ -479,9 +445,8 @@ BOOST_AUTO_TEST_CASE(prune_and_tmp_cleanup_touch_only_files_a_save_created) {
 BOOST_AUTO_TEST_CASE(attributes_holding_many_values_are_refused_before_they_are_read) {
   // A value read into room for one (the step, a dtype name) that the file
   // gives 1,000 elements: refused by its dataspace, nothing read past it.
-  SharedDir dir("ckpt_faults");
+  CheckpointDir dir("ckpt_faults");
   const std::string path = save_one(dir);
-  Checkpointer ckpt(world_ptr(), dir.path, 0);
   const std::string bad = edited_copy(path, dir.path + "/many.h5", [](hid_t file) {
     const hsize_t dims[1] = {1000};
     hid_t space = H5Screate_simple(1, dims, nullptr);
@@ -493,7 +458,7 @@ BOOST_AUTO_TEST_CASE(attributes_holding_many_values_are_refused_before_they_are_
     H5Sclose(space);
   });
   ShardedStateDict targets = full_targets();
-  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(bad, targets); }),
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { dir.ckpt.load(bad, targets); }),
                                            {"many.h5", "attribute 'step' of /",
                                             "holds 1000 values where one is expected"}));
   const std::string names = edited_copy(path, dir.path + "/names.h5", [](hid_t file) {
@@ -511,7 +476,7 @@ BOOST_AUTO_TEST_CASE(attributes_holding_many_values_are_refused_before_they_are_
     H5Tclose(type);
     H5Sclose(space);
   });
-  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { ckpt.load(names, targets); }),
+  MPIACCEL_CHECK_ALL(fails_everywhere_with(error_of([&] { dir.ckpt.load(names, targets); }),
                                            {"names.h5", "attribute 'torch_dtype' of /model/w",
                                             "holds 64 values"}));
 }

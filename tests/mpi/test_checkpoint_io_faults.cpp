@@ -13,7 +13,6 @@
 //   - the next save, without the fault, succeeds and loads.
 #define BOOST_TEST_MODULE checkpoint_io_faults
 #include "support/mpi_test.hpp"
-#include "support/shared_dir.hpp"
 
 #include <ATen/ATen.h>
 
@@ -30,12 +29,11 @@
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/state.hpp"
+#include "support/checkpoint_setup.hpp"
 
 namespace fs = std::filesystem;
 using namespace mpiaccel;
-using mpiaccel::test::SharedDir;
-using mpiaccel::test::world;
-using mpiaccel::test::world_ptr;
+using namespace mpiaccel::test;
 
 namespace {
 
@@ -139,20 +137,9 @@ BOOST_TEST_GLOBAL_FIXTURE(Installed);
 // 64 KiB rows: the bulk goes through O_DIRECT, the edges through the page cache.
 ShardedStateDict state_at(int64_t step) {
   ShardedStateDict state;
-  const RowRange r = even_row_range(48, world().size(), world().rank());
-  at::Tensor full = at::arange(48 * 4096, at::kFloat).reshape({48, 4096}) + static_cast<double>(step);
-  state.tensors.push_back({"model/w", {48, 4096}, r.begin, r.count, full.narrow(0, r.begin, r.count).clone()});
-  const RowRange b = even_row_range(5, world().size(), world().rank());
-  at::Tensor bias = at::arange(5, at::kLong) * step;
-  state.tensors.push_back({"model/b", {5}, b.begin, b.count, bias.narrow(0, b.begin, b.count).clone()});
+  const at::Tensor full = at::arange(48 * 4096, at::kFloat).reshape({48, 4096}) + static_cast<double>(step);
+  state.tensors = {shard_of("model/w", full), shard_of("model/b", at::arange(5, at::kLong) * step)};
   return state;
-}
-
-CheckpointMeta meta_at(int64_t step) {
-  CheckpointMeta meta;
-  meta.step = step;
-  meta.strategy = "ddp";
-  return meta;
 }
 
 std::string bytes_of(const std::string& path) {
@@ -224,15 +211,6 @@ struct Tally {
   }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
-
 // One injected fault: call number `at` (of this rank's calls; -1 here when
 // this rank does not fail), on one rank or on all of them.
 struct Trial {
@@ -286,22 +264,21 @@ std::string run_with_fault(const Trial& t, Tally& tally, const std::function<voi
 
 // A directory holding committed step 1, fresh for each trial.
 struct Base {
-  SharedDir root{"ckpt_io_faults"};
+  CheckpointDir dir{"ckpt_io_faults", 0, "/base"};
   std::string step1, latest;
   Base() {
-    Checkpointer ckpt(world_ptr(), root.path + "/base", 0);
-    ckpt.save(state_at(1), 1, meta_at(1));
-    step1 = bytes_of(root.path + "/base/step_00000001.h5");
-    latest = bytes_of(root.path + "/base/latest");
+    dir.ckpt.save(state_at(1), 1, meta_at(1));
+    step1 = bytes_of(dir.path + "/step_00000001.h5");
+    latest = bytes_of(dir.path + "/latest");
   }
   std::string fresh_copy(int trial) const {
-    const std::string dir = root.path + "/trial" + std::to_string(trial);
+    const std::string copy = dir.root.path + "/trial" + std::to_string(trial);
     if (world().rank() == 0) {
-      fs::remove_all(dir);
-      fs::copy(root.path + "/base", dir);
+      fs::remove_all(copy);
+      fs::copy(dir.path, copy);
     }
     world().barrier();
-    return dir;
+    return copy;
   }
 };
 

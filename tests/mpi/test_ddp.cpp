@@ -11,7 +11,9 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/Parallel.h>
 
-#include "mpi/test_ddp_models.hpp"
+#include "ddp/ddp_strategy.hpp"
+#include "support/equivalence.hpp"
+#include "support/small_models.hpp"
 
 using namespace mpiaccel;
 using namespace mpiaccel::test;
@@ -32,35 +34,37 @@ DdpConfig ddp_config(double cap_mb, bool find_unused = false, bool view = false,
 
 Trial mlp_trial(double cap_mb, const std::string& optimizer) {
   Trial t;
-  t.make = [] { return std::make_shared<Mlp>(8, 16, 4, 3); };
-  t.data = batch_data({12, 8}, {12, 4});
-  t.ddp = ddp_config(cap_mb);
-  t.optimizer = optimizer;
+  t.model = test_net([] { return std::make_shared<Mlp>(8, 16, 4, 3); });
+  t.data = random_batches({12, 8}, {12, 4});
+  t.optimizer = one_group(optimizer);
+  t.strategy = ddp_plug(ddp_config(cap_mb));
+  t.reference_one_forward = true;
   return t;
 }
 
 Trial block_trial(double cap_mb, const std::string& optimizer) {
-  Trial t;
-  t.make = [] { return std::make_shared<TinyBlock>(); };
-  t.data = batch_data({12, TinyBlock::kT, TinyBlock::kD}, {12, 3});
-  t.ddp = ddp_config(cap_mb);
-  t.optimizer = optimizer;
+  Trial t = mlp_trial(cap_mb, optimizer);
+  t.model = test_net([] { return std::make_shared<TinyBlock>(); });
+  t.data = random_batches({12, TinyBlock::kT, TinyBlock::kD}, {12, 3});
   return t;
+}
+
+mpiaccel::detail::DdpStrategy& ddp_of(const TrialRun& run) {
+  return dynamic_cast<mpiaccel::detail::DdpStrategy&>(*run.strategy);
 }
 
 void expect_equivalent(const Trial& trial, const char* what) {
   at::set_num_threads(1);
-  mpiaccel::detail::DdpStrategy* strategy = nullptr;
-  std::unique_ptr<Strategy> keep;
-  const TrialResult r = run_trial(world(), world_ptr(), trial, &strategy, &keep);
+  const TrialRun r = run_trial(trial, world_ptr());
+  auto& strategy = ddp_of(r);
   BOOST_TEST_MESSAGE(what << ": np " << world().size() << ": max loss rel diff "
                           << r.max_loss_rel << ", max param rel diff " << r.max_param_rel
-                          << ", buckets " << strategy->reducer().bucket_assignment().size());
+                          << ", buckets " << strategy.reducer().bucket_assignment().size());
   MPIACCEL_CHECK_ALL(r.max_loss_rel <= kTolerance);
   MPIACCEL_CHECK_ALL(r.max_param_rel <= kTolerance);
   MPIACCEL_CHECK_ALL(r.checks_ok);
-  MPIACCEL_CHECK_ALL(strategy->reducer().iterations() == trial.steps);
-  MPIACCEL_CHECK_ALL(strategy->reducer().buckets_rebuilt());
+  MPIACCEL_CHECK_ALL(strategy.reducer().iterations() == trial.steps);
+  MPIACCEL_CHECK_ALL(strategy.reducer().buckets_rebuilt());
 }
 
 // A bucket cap far below any gradient: one bucket per parameter.
@@ -92,14 +96,14 @@ BOOST_AUTO_TEST_CASE(block_sgd_one_huge_bucket) {
 BOOST_AUTO_TEST_CASE(gradient_accumulation_no_sync) {
   for (bool view : {false, true}) {
     Trial t = mlp_trial(kTinyCap, "sgd");
-    t.data = batch_data({24, 8}, {24, 4});
+    t.data = random_batches({24, 8}, {24, 4});
     t.accum = 2;
-    t.ddp.gradient_as_bucket_view = view;
+    t.strategy.config.ddp.gradient_as_bucket_view = view;
     expect_equivalent(t, view ? "mlp accum 2, bucket views" : "mlp accum 2");
     Trial b = block_trial(kHugeCap, "adamw");
-    b.data = batch_data({24, TinyBlock::kT, TinyBlock::kD}, {24, 3});
+    b.data = random_batches({24, TinyBlock::kT, TinyBlock::kD}, {24, 3});
     b.accum = 2;
-    b.ddp.gradient_as_bucket_view = view;
+    b.strategy.config.ddp.gradient_as_bucket_view = view;
     expect_equivalent(b, view ? "block accum 2, bucket views" : "block accum 2");
   }
 }
@@ -108,22 +112,21 @@ BOOST_AUTO_TEST_CASE(gradient_as_bucket_view) {
   at::set_num_threads(1);
   for (double cap : {kTinyCap, kHugeCap}) {
     Trial t = block_trial(cap, "adamw");
-    t.ddp.gradient_as_bucket_view = true;
-    t.ddp.node_shared_params = false;  // the plain replica layout (node-shared: below)
-    mpiaccel::detail::DdpStrategy* strategy = nullptr;
-    std::unique_ptr<Strategy> keep;
-    const TrialResult r = run_trial(world(), world_ptr(), t, &strategy, &keep);
+    t.strategy.config.ddp.gradient_as_bucket_view = true;
+    t.strategy.config.ddp.node_shared_params = false;  // the plain replica layout (node-shared: below)
+    const TrialRun r = run_trial(t, world_ptr());
+    auto& strategy = ddp_of(r);
     MPIACCEL_CHECK_ALL(r.max_loss_rel <= kTolerance);
     MPIACCEL_CHECK_ALL(r.max_param_rel <= kTolerance);
     // Every .grad is its bucket view (after the rebuild, in the new buckets).
-    auto& reducer = strategy->reducer();
+    auto& reducer = strategy.reducer();
     bool all_views = true;
     for (size_t i = 0; i < reducer.grad_params().size(); ++i)
       all_views = all_views && reducer.grad_params()[i].grad().is_alias_of(reducer.bucket_view(i));
     MPIACCEL_CHECK_ALL(all_views);
     // zero_grad keeps them bound.
     torch::optim::SGD dummy(std::vector<torch::Tensor>{}, torch::optim::SGDOptions(0.1));
-    strategy->zero_grad(dummy);
+    strategy.zero_grad(dummy);
     bool zero_views = true;
     for (size_t i = 0; i < reducer.grad_params().size(); ++i)
       zero_views = zero_views && reducer.grad_params()[i].grad().is_alias_of(reducer.bucket_view(i)) &&
@@ -141,11 +144,12 @@ bool branch_pattern(int owner, int step, int) {
 
 Trial branch_trial(bool view) {
   Trial t;
-  t.make = [] { return std::make_shared<BranchNet>(branch_pattern); };
-  t.data = batch_data({12, 8}, {12, 4});
-  t.ddp = ddp_config(kTinyCap, /*find_unused=*/true, view);
-  t.optimizer = "sgd";
-  t.per_owner = true;
+  t.model = test_net([] { return std::make_shared<BranchNet>(branch_pattern); });
+  t.data = random_batches({12, 8}, {12, 4});
+  t.optimizer = one_group("sgd");
+  t.strategy = ddp_plug(ddp_config(kTinyCap, /*find_unused=*/true, view));
+  // The reference too computes each rank's rows with that rank's branches.
+  t.reference_one_forward = false;
   return t;
 }
 
@@ -157,7 +161,7 @@ BOOST_AUTO_TEST_CASE(find_unused_parameters_branch) {
     // Gradients of globally unused parameters are as in one process: `never`
     // keeps no gradient at all; in the steps no rank takes `branch`, its
     // gradient is what zero_grad left: zeros (LibTorch 1.13) or none (2.x).
-    t.check = [](TestNet& net, int step) {
+    t.check = [](torch::nn::Module& net, int step) {
       auto& b = static_cast<BranchNet&>(net);
       bool ok = !b.never->weight.grad().defined() && !b.never->bias.grad().defined();
       const at::Tensor& grad = b.branch->weight.grad();
@@ -175,12 +179,12 @@ BOOST_AUTO_TEST_CASE(find_unused_parameters_with_accumulation) {
   // The branch is used in some micro-steps on some ranks: the used map must
   // OR over the no_sync window.
   Trial t = branch_trial(false);
-  t.make = [] {
+  t.model = test_net([] {
     return std::make_shared<BranchNet>([](int owner, int step, int micro) {
       return (owner + step + micro) % 3 == 0;
     });
-  };
-  t.data = batch_data({24, 8}, {24, 4});
+  });
+  t.data = random_batches({24, 8}, {24, 4});
   t.accum = 2;
   expect_equivalent(t, "branch find_unused accum 2");
 }
@@ -189,9 +193,10 @@ BOOST_AUTO_TEST_CASE(static_graph_with_find_unused) {
   // Static graph: the same parameters are used in every step (per rank), so
   // the used map of the first step is reused.
   Trial t = branch_trial(false);
-  t.make = [] { return std::make_shared<BranchNet>([](int owner, int, int) { return owner == 0; }); };
-  t.ddp.static_graph = true;
-  t.check = [](TestNet& net, int) {
+  t.model = test_net(
+      [] { return std::make_shared<BranchNet>([](int owner, int, int) { return owner == 0; }); });
+  t.strategy.config.ddp.static_graph = true;
+  t.check = [](torch::nn::Module& net, int) {
     return !static_cast<BranchNet&>(net).never->weight.grad().defined();
   };
   expect_equivalent(t, "branch static_graph");
@@ -203,7 +208,7 @@ BOOST_AUTO_TEST_CASE(first_bucket_all_reduce_overlaps_backward) {
   // (the first bucket, 1 MiB) are ready.
   torch::manual_seed(3);
   auto model = std::make_shared<Mlp>(256, 256, 256, 16);
-  auto opt = make_optimizer("sgd", *model);
+  auto opt = one_group("sgd")(*model);
   mpiaccel::detail::DdpStrategy strategy(ddp_config(1), world_ptr());
   strategy.prepare(model, opt);
   auto& reducer = strategy.reducer();
@@ -253,7 +258,7 @@ BOOST_AUTO_TEST_CASE(libtorch_optimizer_zero_grad_keeps_bucket_views) {
   at::set_num_threads(1);
   torch::manual_seed(4);
   auto model = std::make_shared<Mlp>(8, 16, 4, 2);
-  auto opt = make_optimizer("sgd", *model);
+  auto opt = one_group("sgd")(*model);
   DdpConfig config = ddp_config(25, false, /*view=*/true);
   config.node_shared_params = false;
   mpiaccel::detail::DdpStrategy strategy(config, world_ptr());
@@ -285,15 +290,14 @@ BOOST_AUTO_TEST_CASE(node_shared_params_are_one_copy_per_node) {
   at::set_num_threads(1);
   const int n = world().size();
   Trial t = mlp_trial(25, "adamw");
-  t.ddp.gradient_as_bucket_view = true;  // the default
-  mpiaccel::detail::DdpStrategy* strategy = nullptr;
-  std::unique_ptr<Strategy> keep;
-  const TrialResult r = run_trial(world(), world_ptr(), t, &strategy, &keep);
+  t.strategy.config.ddp.gradient_as_bucket_view = true;  // the default
+  const TrialRun r = run_trial(t, world_ptr());
+  auto& strategy = ddp_of(r);
   MPIACCEL_CHECK_ALL(r.max_loss_rel <= kTolerance && r.max_param_rel <= kTolerance);
-  MPIACCEL_CHECK_ALL(strategy->node_shared() == (n > 1));
+  MPIACCEL_CHECK_ALL(strategy.node_shared() == (n > 1));
   if (n == 1) return;
   // A write on rank 0 is seen by every rank: the memory is shared.
-  const at::Tensor p = strategy->reducer().grad_params()[0];
+  const at::Tensor p = strategy.reducer().grad_params()[0];
   const double before = p.sum().item<double>();
   world().barrier();
   if (world().rank() == 0) {
@@ -305,12 +309,12 @@ BOOST_AUTO_TEST_CASE(node_shared_params_are_one_copy_per_node) {
   MPIACCEL_CHECK_ALL(std::abs(after - (before + static_cast<double>(p.numel()))) < 1e-3 * p.numel());
   // AdamW's two slots, for this rank's rows of every parameter only.
   int64_t own_elements = 0;
-  for (const at::Tensor& q : strategy->reducer().grad_params()) {
+  for (const at::Tensor& q : strategy.reducer().grad_params()) {
     const int64_t rows = q.dim() == 0 ? 1 : q.size(0);
     const RowRange range = chunk_row_range(rows, n, world().rank());
     own_elements += range.count * (rows == 0 ? 0 : q.numel() / rows);
   }
-  const auto account = strategy->memory(*r.optimizer);
+  const auto account = strategy.memory(*r.optimizer);
   MPIACCEL_CHECK_ALL(account.optimizer_bytes == 2 * 4 * own_elements);
 }
 
@@ -319,7 +323,7 @@ BOOST_AUTO_TEST_CASE(node_shared_params_are_one_copy_per_node) {
 BOOST_AUTO_TEST_CASE(node_shared_params_with_the_modules_own_zero_grad) {
   for (const char* optimizer : {"sgd", "adamw"}) {
     Trial t = block_trial(kHugeCap, optimizer);
-    t.ddp.gradient_as_bucket_view = true;
+    t.strategy.config.ddp.gradient_as_bucket_view = true;
     t.zero_with_module = true;
     expect_equivalent(t, "block, Module::zero_grad");
   }
@@ -328,7 +332,7 @@ BOOST_AUTO_TEST_CASE(node_shared_params_with_the_modules_own_zero_grad) {
 BOOST_AUTO_TEST_CASE(replicated_params_without_node_sharing) {
   for (const char* optimizer : {"sgd", "adamw"}) {
     Trial t = block_trial(kTinyCap, optimizer);
-    t.ddp.node_shared_params = false;
+    t.strategy.config.ddp.node_shared_params = false;
     expect_equivalent(t, "block, every rank its own replica");
   }
 }

@@ -11,8 +11,9 @@
 #include <ATen/Parallel.h>
 
 #include "fsdp/fsdp_strategy.hpp"
-#include "mpi/test_fsdp_harness.hpp"
 #include "state/optimizer_state.hpp"
+#include "support/equivalence.hpp"
+#include "support/small_models.hpp"
 
 using namespace mpiaccel;
 using namespace mpiaccel::test;
@@ -21,9 +22,17 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 
-FsdpRun expect_equivalent(const FsdpTrial& trial, const char* what) {
+// FSDP on the bundled `model` (24 rows a step), its optimizer grouped as the trainer does.
+Trial fsdp_trial(const FsdpConfig& fsdp, const std::string& model = "gpt",
+                 const std::string& optimizer = "sgd") {
+  Trial t = bundled_trial(model, decay_groups(optimizer), 24);
+  t.strategy = fsdp_plug(fsdp);
+  return t;
+}
+
+TrialRun expect_equivalent(const Trial& trial, const char* what) {
   at::set_num_threads(1);
-  FsdpRun run = run_fsdp_trial(world(), world_ptr(), trial);
+  TrialRun run = run_trial(trial, world_ptr());
   const FsdpInfo info = fsdp_info(*run.strategy);
   BOOST_TEST_MESSAGE(what << ": np " << world().size() << ": max loss rel diff "
                           << run.max_loss_rel << ", shard rows " << run.max_shard_rel
@@ -60,9 +69,8 @@ bool units_resharded(Strategy& strategy) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(gpt_transformer_wrap_full_shard) {
-  FsdpTrial t;
-  t.fsdp = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer");
-  FsdpRun run = expect_equivalent(t, "gpt DecoderLayer units, reshard");
+  TrialRun run = expect_equivalent(fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer")),
+                                   "gpt DecoderLayer units, reshard");
   const FsdpInfo info = fsdp_info(*run.strategy);
   MPIACCEL_CHECK_ALL((unit_names(info) == std::vector<std::string>{"", "blocks.0", "blocks.1"}));
   MPIACCEL_CHECK_ALL(units_resharded(*run.strategy));
@@ -70,16 +78,14 @@ BOOST_AUTO_TEST_CASE(gpt_transformer_wrap_full_shard) {
 }
 
 BOOST_AUTO_TEST_CASE(gpt_transformer_wrap_keep_params_until_backward) {
-  FsdpTrial t;
-  t.fsdp = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer", /*reshard=*/false);
-  FsdpRun run = expect_equivalent(t, "gpt DecoderLayer units, no reshard after forward");
+  Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer", /*reshard=*/false));
+  TrialRun run = expect_equivalent(t, "gpt DecoderLayer units, no reshard after forward");
   MPIACCEL_CHECK_ALL(units_resharded(*run.strategy));
 }
 
 BOOST_AUTO_TEST_CASE(gpt_shard_grad_op) {
-  FsdpTrial t;
-  t.fsdp = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer");
-  t.fsdp.sharding_strategy = "SHARD_GRAD_OP";
+  Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer"));
+  t.strategy.config.fsdp.sharding_strategy = "SHARD_GRAD_OP";
   expect_equivalent(t, "gpt SHARD_GRAD_OP");
 }
 
@@ -88,11 +94,10 @@ BOOST_AUTO_TEST_CASE(gpt_cpu_offload) {
   // machine the parameters are host tensors too, so this runs the offload
   // code path (host shard buffers, device-side gather/reduce buffers) with
   // copies that stay on one device.
-  FsdpTrial t;
+  Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer"));
   t.steps = 4;
-  t.fsdp = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer");
-  t.fsdp.cpu_offload = true;
-  FsdpRun run = expect_equivalent(t, "gpt cpu_offload");
+  t.strategy.config.fsdp.cpu_offload = true;
+  TrialRun run = expect_equivalent(t, "gpt cpu_offload");
   bool host = true;
   for (const auto& group : run.optimizer->param_groups())
     for (const auto& p : group.params()) host = host && p.device().is_cpu();
@@ -101,69 +106,57 @@ BOOST_AUTO_TEST_CASE(gpt_cpu_offload) {
 
 BOOST_AUTO_TEST_CASE(gpt_size_based_wrap) {
   // A DecoderLayer (n_embd 32) holds 12 704 parameters, its FeedForward 8 352.
-  FsdpTrial t;
-  t.fsdp = fsdp_config("SIZE_BASED_WRAP");
-  t.fsdp.min_num_params = 9000;
-  FsdpRun run = expect_equivalent(t, "gpt SIZE_BASED_WRAP 9000");
+  Trial t = fsdp_trial(fsdp_config("SIZE_BASED_WRAP"));
+  t.strategy.config.fsdp.min_num_params = 9000;
+  TrialRun run = expect_equivalent(t, "gpt SIZE_BASED_WRAP 9000");
   MPIACCEL_CHECK_ALL(
       (unit_names(fsdp_info(*run.strategy)) == std::vector<std::string>{"", "blocks.0", "blocks.1"}));
   MPIACCEL_CHECK_ALL(units_resharded(*run.strategy));
 }
 
 BOOST_AUTO_TEST_CASE(gpt_no_wrap) {
-  FsdpTrial t;
-  t.fsdp = fsdp_config("NO_WRAP");
-  FsdpRun run = expect_equivalent(t, "gpt NO_WRAP");
+  TrialRun run = expect_equivalent(fsdp_trial(fsdp_config("NO_WRAP")), "gpt NO_WRAP");
   MPIACCEL_CHECK_ALL(fsdp_info(*run.strategy).units.size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(gpt_accumulation_no_sync) {
-  FsdpTrial t;
-  t.fsdp = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer");
+  Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer"));
   t.accum = 2;
   expect_equivalent(t, "gpt accumulation 2");
 }
 
 BOOST_AUTO_TEST_CASE(gpt_prefetch_settings) {
   for (const char* prefetch : {"BACKWARD_POST", "NO_PREFETCH"}) {
-    FsdpTrial t;
+    Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer"));
     t.steps = 4;
-    t.fsdp = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer");
-    t.fsdp.backward_prefetch = prefetch;
-    t.fsdp.forward_prefetch = std::string(prefetch) == "BACKWARD_POST";
+    t.strategy.config.fsdp.backward_prefetch = prefetch;
+    t.strategy.config.fsdp.forward_prefetch = std::string(prefetch) == "BACKWARD_POST";
     expect_equivalent(t, prefetch);
   }
 }
 
 BOOST_AUTO_TEST_CASE(mlp_transformer_wrap_adamw) {
-  FsdpTrial t;
-  t.model = "mlp";
-  t.optimizer = "adamw";
-  t.fsdp = fsdp_config("TRANSFORMER_BASED_WRAP", "MlpBlock");
-  FsdpRun run = expect_equivalent(t, "mlp MlpBlock units, adamw");
+  Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "MlpBlock"), "mlp", "adamw");
+  TrialRun run = expect_equivalent(t, "mlp MlpBlock units, adamw");
   MPIACCEL_CHECK_ALL(units_resharded(*run.strategy));
 }
 
 BOOST_AUTO_TEST_CASE(mlp_size_based_wrap_picks_the_block) {
   // blocks.0 (784·32 + 32) qualifies, blocks.1 (32·32 + 32) does not; its Linear holds the same parameters, so
   // the block, the module the MLP runs through units().run, is the unit.
-  FsdpTrial t;
-  t.model = "mlp";
-  t.optimizer = "adamw";
+  Trial t = fsdp_trial(fsdp_config("SIZE_BASED_WRAP"), "mlp", "adamw");
   t.accum = 2;
-  t.fsdp = fsdp_config("SIZE_BASED_WRAP");
-  t.fsdp.min_num_params = 2000;
-  FsdpRun run = expect_equivalent(t, "mlp SIZE_BASED_WRAP 2000, accumulation 2");
+  t.strategy.config.fsdp.min_num_params = 2000;
+  TrialRun run = expect_equivalent(t, "mlp SIZE_BASED_WRAP 2000, accumulation 2");
   MPIACCEL_CHECK_ALL((unit_names(fsdp_info(*run.strategy)) == std::vector<std::string>{"", "blocks.0"}));
 }
 
 BOOST_AUTO_TEST_CASE(unit_never_run_stays_gathered) {
   // FeedForward is a unit the GPT never runs through units().run: it stays
   // gathered (re-gathered after each step) and training is still exact.
-  FsdpTrial t;
+  Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer, FeedForward"));
   t.steps = 4;
-  t.fsdp = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer, FeedForward");
-  FsdpRun run = expect_equivalent(t, "gpt DecoderLayer + FeedForward units");
+  TrialRun run = expect_equivalent(t, "gpt DecoderLayer + FeedForward units");
   const FsdpInfo info = fsdp_info(*run.strategy);
   int unrun = 0;
   for (const FsdpUnitInfo& u : info.units)
@@ -173,15 +166,13 @@ BOOST_AUTO_TEST_CASE(unit_never_run_stays_gathered) {
 
 BOOST_AUTO_TEST_CASE(memory_account) {
   at::set_num_threads(1);
-  FsdpTrial t;
+  Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer"), "gpt", "adamw");
   t.steps = 2;
-  t.optimizer = "adamw";
-  t.fsdp = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer");
-  FsdpRun run = run_fsdp_trial(world(), world_ptr(), t);
+  TrialRun run = run_trial(t, world_ptr());
   const FsdpInfo info = fsdp_info(*run.strategy);
   const auto account = run.strategy->memory(*run.optimizer);
   const int n = world().size();
-  const int64_t psi = parameter_count(*run.model) * 4;  // fp32 bytes
+  const int64_t psi = parameter_count(*as_model(run.model)) * 4;  // fp32 bytes
   // fp32 model states: params Ψ, grads Ψ, AdamW 2Ψ, all divided over N, plus
   // the root unit, which stays gathered between steps.
   const double expected = 4.0 * double(psi) / n + double(info.resident_full_bytes);
@@ -207,13 +198,11 @@ BOOST_AUTO_TEST_CASE(load_a_single_process_state_dict) {
   // full-size steps of random sign, in the reference and FSDP alike.
   at::set_num_threads(1);
   const int n = world().size(), rank = world().rank();
-  FsdpTrial t;
+  constexpr int64_t kBatch = 24;
+  Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "MlpBlock"), "mlp", "adamw");
   t.steps = 3;
-  t.optimizer = "adamw";
-  t.model = "mlp";
-  t.fsdp = fsdp_config("TRANSFORMER_BASED_WRAP", "MlpBlock");
-  FsdpRun base = run_fsdp_trial(world(), world_ptr(), t);
-  auto& ref = *base.reference;
+  TrialRun base = run_trial(t, world_ptr());
+  auto& ref = *as_model(base.reference);
   auto& ref_opt = *base.reference_optimizer;
   std::map<std::string, torch::Tensor> source;
   for (const auto& item : ref.module().named_parameters()) {
@@ -226,8 +215,8 @@ BOOST_AUTO_TEST_CASE(load_a_single_process_state_dict) {
 
   torch::manual_seed(4242 + rank);
   auto model = make_model("mlp", small_spec("mlp"));
-  auto opt = make_optimizer("adamw", model->module());
-  auto strategy = make_fsdp_strategy(t.fsdp, world_ptr());
+  auto opt = decay_groups("adamw")(model->module());
+  auto strategy = make_fsdp_strategy(t.strategy.config.fsdp, world_ptr());
   strategy->prepare(as_module(model), opt);
   ShardedStateDict targets = strategy->load_targets(*opt);
   bool all_found = true;
@@ -247,8 +236,8 @@ BOOST_AUTO_TEST_CASE(load_a_single_process_state_dict) {
 
   double worst = 0;
   for (int step = 3; step < 6; ++step) {
-    auto [x, y] = batch_of("mlp", step, t.batch);
-    const int64_t rows = t.batch / n;
+    auto [x, y] = bundled_batch("mlp", step, kBatch);
+    const int64_t rows = kBatch / n;
     ref_opt.zero_grad();
     double ref_total = 0;
     for (int r = 0; r < n; ++r) {
@@ -278,11 +267,9 @@ BOOST_AUTO_TEST_CASE(state_dict_rows_cover_every_tensor_once) {
   // Summed over ranks, every saved tensor's rows add up to its dim 0 (the
   // checkpoint writes each row exactly once); names are those of DDP.
   at::set_num_threads(1);
-  FsdpTrial t;
+  Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer"), "gpt", "adamw");
   t.steps = 1;
-  t.optimizer = "adamw";
-  t.fsdp = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer");
-  FsdpRun run = run_fsdp_trial(world(), world_ptr(), t);
+  TrialRun run = run_trial(t, world_ptr());
   const ShardedStateDict dict = run.strategy->state_dict(*run.optimizer);
   bool ok = !dict.tensors.empty();
   for (const ShardedTensor& s : dict.tensors) {

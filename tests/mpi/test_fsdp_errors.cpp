@@ -10,9 +10,10 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "mpi/test_fsdp_harness.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/unit.hpp"
+#include "support/equivalence.hpp"
+#include "support/small_models.hpp"
 
 using namespace mpiaccel;
 using namespace mpiaccel::test;
@@ -68,7 +69,7 @@ BOOST_AUTO_TEST_CASE(wrap_class_that_does_not_exist) {
   at::set_num_threads(1);
   torch::manual_seed(1);
   auto model = make_model("gpt", small_spec("gpt"));
-  auto opt = make_optimizer("sgd", model->module());
+  auto opt = decay_groups("sgd")(model->module());
   auto strategy = make_fsdp_strategy(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer,GPT2Block"),
                                      world_ptr());
   std::string message;
@@ -82,7 +83,7 @@ BOOST_AUTO_TEST_CASE(model_without_units) {
   at::set_num_threads(1);
   torch::manual_seed(1);
   auto model = std::make_shared<Block>();
-  auto opt = make_optimizer("sgd", *model);
+  auto opt = decay_groups("sgd")(*model);
   auto strategy = make_fsdp_strategy(fsdp_config("TRANSFORMER_BASED_WRAP", "torch::nn::LinearImpl"),
                                      world_ptr());
   std::string message;
@@ -97,10 +98,10 @@ BOOST_AUTO_TEST_CASE(no_wrap_on_a_plain_module) {
   const int n = world().size(), rank = world().rank();
   torch::manual_seed(3);
   auto ref = std::make_shared<Block>();
-  auto ref_opt = make_optimizer("adamw", *ref);
+  auto ref_opt = decay_groups("adamw")(*ref);
   torch::manual_seed(rank == 0 ? 3 : 50 + rank);
   auto model = std::make_shared<Block>();
-  auto opt = make_optimizer("adamw", *model);
+  auto opt = decay_groups("adamw")(*model);
   auto strategy = make_fsdp_strategy(fsdp_config("NO_WRAP"), world_ptr());
   strategy->prepare(model, opt);
   const int64_t rows = 6;
@@ -126,7 +127,7 @@ BOOST_AUTO_TEST_CASE(rank_skips_a_unit) {
   at::set_num_threads(1);
   torch::manual_seed(5);
   auto model = std::make_shared<SkipNet>();
-  auto opt = make_optimizer("sgd", *model);
+  auto opt = decay_groups("sgd")(*model);
   auto strategy = make_fsdp_strategy(fsdp_config("TRANSFORMER_BASED_WRAP", "Block"), world_ptr());
   strategy->prepare(model, opt);
   // One step where every rank runs every unit, then rank 1 skips the middle

@@ -9,7 +9,8 @@
 
 #include <ATen/Parallel.h>
 
-#include "mpi/test_fsdp_harness.hpp"
+#include "support/equivalence.hpp"
+#include "support/small_models.hpp"
 
 using namespace mpiaccel;
 using namespace mpiaccel::test;
@@ -18,9 +19,9 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 
-FsdpRun expect_equivalent(const FsdpTrial& trial, const char* what) {
+TrialRun expect_equivalent(const Trial& trial, const char* what) {
   at::set_num_threads(1);
-  FsdpRun run = run_fsdp_trial(world(), world_ptr(), trial);
+  TrialRun run = run_trial(trial, world_ptr());
   BOOST_TEST_MESSAGE(what << ": max loss rel diff " << run.max_loss_rel << ", shard rows "
                           << run.max_shard_rel << ", gathered model " << run.max_full_rel);
   MPIACCEL_CHECK_ALL(run.max_loss_rel <= kTolerance);
@@ -29,20 +30,21 @@ FsdpRun expect_equivalent(const FsdpTrial& trial, const char* what) {
   return run;
 }
 
-FsdpConfig hybrid(int64_t group_size) {
+// HYBRID_SHARD of the bundled `model` (24 rows a step), its optimizer grouped as the trainer does.
+Trial hybrid(int64_t group_size, const std::string& model = "gpt", const std::string& optimizer = "sgd") {
   FsdpConfig c = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer");
   c.sharding_strategy = "HYBRID_SHARD";
   c.hybrid_group_size = group_size;
-  return c;
+  Trial t = bundled_trial(model, decay_groups(optimizer), 24);
+  t.strategy = fsdp_plug(c);
+  return t;
 }
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(two_groups_of_two) {
   require_world_size(4);
-  FsdpTrial t;
-  t.fsdp = hybrid(2);
-  FsdpRun run = expect_equivalent(t, "gpt hybrid 2x2");
+  TrialRun run = expect_equivalent(hybrid(2), "gpt hybrid 2x2");
   const FsdpInfo info = fsdp_info(*run.strategy);
   MPIACCEL_CHECK_ALL(info.shard_group_size == 2);
   MPIACCEL_CHECK_ALL(info.replica_groups == 2);
@@ -62,21 +64,17 @@ BOOST_AUTO_TEST_CASE(two_groups_of_two) {
 
 BOOST_AUTO_TEST_CASE(two_groups_with_accumulation_and_adamw_mlp) {
   require_world_size(4);
-  FsdpTrial t;
-  t.model = "mlp";
-  t.optimizer = "adamw";
+  Trial t = hybrid(2, "mlp", "adamw");
   t.accum = 2;
-  t.fsdp = hybrid(2);
-  t.fsdp.transformer_layer_cls_to_wrap = "MlpBlock";
+  t.strategy.config.fsdp.transformer_layer_cls_to_wrap = "MlpBlock";
   expect_equivalent(t, "mlp hybrid 2x2, accumulation 2, adamw");
 }
 
 BOOST_AUTO_TEST_CASE(group_of_the_node) {
   require_world_size(4);
-  FsdpTrial t;
+  Trial t = hybrid(0);
   t.steps = 4;
-  t.fsdp = hybrid(0);
-  FsdpRun run = expect_equivalent(t, "gpt hybrid, one group per host");
+  TrialRun run = expect_equivalent(t, "gpt hybrid, one group per host");
   const FsdpInfo info = fsdp_info(*run.strategy);
   MPIACCEL_CHECK_ALL(info.shard_group_size * info.replica_groups == world().size());
 }

@@ -16,8 +16,8 @@
 #include <chrono>
 
 #include "ddp/ddp_strategy.hpp"
-#include "mpi/test_ddp_models.hpp"
 #include "runtime/device_streams.hpp"
+#include "support/small_models.hpp"
 
 using namespace mpiaccel;
 using namespace mpiaccel::test;

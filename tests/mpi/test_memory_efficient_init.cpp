@@ -21,8 +21,9 @@
 #include <string>
 
 #include "fsdp/fsdp_strategy.hpp"
-#include "mpi/test_fsdp_harness.hpp"
 #include "state/model_sync.hpp"
+#include "support/equivalence.hpp"
+#include "support/small_models.hpp"
 
 using namespace mpiaccel;
 using namespace mpiaccel::test;
@@ -70,11 +71,6 @@ ModelSpec big_spec() {
   return spec;
 }
 
-std::shared_ptr<torch::optim::Optimizer> sgd(torch::nn::Module& module) {
-  return std::make_shared<torch::optim::SGD>(module.parameters(),
-                                             torch::optim::SGDOptions(0.05).momentum(0.9));
-}
-
 struct Prepared {
   std::shared_ptr<Model> model;
   std::shared_ptr<torch::optim::Optimizer> optimizer;
@@ -91,8 +87,8 @@ Prepared prepare(const std::string& kind, const ModelSpec& spec, const FsdpConfi
   ModelInit init;
   init.deferred = deferred && rank != 0;
   out.model = make_model(kind, spec, init);
-  out.optimizer = optimizer == "sgd" ? sgd(out.model->module())
-                                     : make_optimizer(optimizer, out.model->module());
+  out.optimizer = optimizer == "sgd" ? one_group("sgd")(out.model->module())
+                                     : decay_groups(optimizer)(out.model->module());
   out.strategy = make_fsdp_strategy(config, world_ptr());
   out.strategy->prepare(as_module(out.model), out.optimizer);
   return out;
@@ -114,7 +110,7 @@ bool same_training(const std::string& kind, Prepared& a, Prepared& b, int steps)
   const int64_t rows = 2;
   bool same = true;
   for (int step = 0; step < steps; ++step) {
-    auto [x, y] = batch_of(kind, step, rows * n);
+    auto [x, y] = bundled_batch(kind, step, rows * n);
     double losses[2];
     Prepared* runs[2] = {&a, &b};
     for (int i = 0; i < 2; ++i) {
@@ -187,7 +183,7 @@ BOOST_AUTO_TEST_CASE(peak_rss_of_ranks_after_the_first_is_about_their_shard) {
   // memory segments) is not what is measured.
   {
     Prepared warm = prepare("gpt", small_spec("gpt"), config, /*deferred=*/true);
-    auto [x, y] = batch_of("gpt", 0, 2);
+    auto [x, y] = bundled_batch("gpt", 0, 2);
     warm.model->loss(warm.model->forward(x), y).backward();
     warm.strategy->after_backward();
   }
@@ -283,7 +279,7 @@ BOOST_AUTO_TEST_CASE(deferred_rank_0_fails_everywhere) {
     ModelInit init;
     init.deferred = true;  // rank 0 too: nobody has the values
     auto model = make_model("gpt", small_spec("gpt"), init);
-    auto optimizer = sgd(model->module());
+    auto optimizer = one_group("sgd")(model->module());
     auto strategy = make_fsdp_strategy(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer"), world_ptr());
     strategy->prepare(as_module(model), optimizer);
   });
@@ -299,7 +295,7 @@ BOOST_AUTO_TEST_CASE(different_model_fails_as_before) {
     ModelInit init;
     init.deferred = world().rank() != 0;
     auto model = make_model("gpt", spec, init);
-    auto optimizer = sgd(model->module());
+    auto optimizer = one_group("sgd")(model->module());
     auto strategy = make_fsdp_strategy(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer"), world_ptr());
     strategy->prepare(as_module(model), optimizer);
   });

@@ -8,10 +8,13 @@
 #define BOOST_TEST_MODULE zero
 #include "support/mpi_test.hpp"
 
-#include "mpi/test_zero_harness.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/strategy.hpp"
+#include "mpiaccel/zero.hpp"
 #include "state/optimizer_state.hpp"
+#include "support/equivalence.hpp"
+#include "support/small_models.hpp"
+#include "zero/zero_strategy.hpp"
 
 using namespace mpiaccel;
 using namespace mpiaccel::test;
@@ -22,26 +25,37 @@ constexpr double kTolerance = 1e-5;
 // Far below any gradient: one bucket per parameter (reduce and all-gather).
 constexpr double kTinyBuckets = 1e-6;
 
-void expect_equivalent(const ZeroTrial& trial, const std::string& what) {
-  std::unique_ptr<mpiaccel::detail::ZeroStrategy> strategy;
-  const ZeroResult r = run_zero_trial(world(), world_ptr(), trial, &strategy);
+mpiaccel::detail::ZeroStrategy& zero_of(const TrialRun& run) {
+  return dynamic_cast<mpiaccel::detail::ZeroStrategy&>(*run.strategy);
+}
+
+void expect_equivalent(const Trial& trial, const std::string& what) {
+  const TrialRun r = run_trial(trial, world_ptr());
+  auto& strategy = zero_of(r);
   BOOST_TEST_MESSAGE(what << ": np " << world().size() << ": max loss rel diff " << r.max_loss_rel
                           << ", max param rel diff " << r.max_param_rel << " (" << r.worst_param
                           << "), max grad-norm rel diff " << r.max_norm_rel);
   MPIACCEL_CHECK_ALL(r.max_loss_rel <= kTolerance);
   MPIACCEL_CHECK_ALL(r.max_param_rel <= kTolerance);
   MPIACCEL_CHECK_ALL(r.max_norm_rel <= kTolerance);
-  if (strategy->stage() == 2)
-    MPIACCEL_CHECK_ALL(strategy->shard_reducer().iterations() == trial.steps);
+  if (strategy.stage() == 2)
+    MPIACCEL_CHECK_ALL(strategy.shard_reducer().iterations() == trial.steps);
   else
-    MPIACCEL_CHECK_ALL(strategy->all_reducer().iterations() == trial.steps);
+    MPIACCEL_CHECK_ALL(strategy.all_reducer().iterations() == trial.steps);
 }
 
-ZeroTrial trial(const std::string& model, int stage, bool offload) {
-  ZeroTrial t;
-  t.model = model;
-  t.zero = zero_config(stage, offload);
+// 12 rows a micro-batch, split over the ranks (more micro-batches: with_accumulation).
+Trial trial(const std::string& model, int stage, bool offload) {
+  Trial t = bundled_trial(model, adamw_small_eps(), 12);
+  t.strategy = zero_plug(zero_config(stage, offload));
+  t.compare_grad_norm = true;
   return t;
+}
+
+// `accum` micro-batches of 12 rows a step.
+void with_accumulation(Trial& t, const std::string& model, int accum) {
+  t.accum = accum;
+  t.data = bundled_batches(model, 12 * accum);
 }
 
 std::string label(const std::string& model, int stage, bool offload) {
@@ -65,53 +79,54 @@ BOOST_AUTO_TEST_CASE(gradient_accumulation) {
   // one reduces (stage 1) or reduce-scatters (stage 2) the sums.
   for (int stage : {1, 2})
     for (bool offload : {false, true}) {
-      ZeroTrial t = trial(stage == 1 ? "mlp" : "gpt", stage, offload);
-      t.accum = 2;
-      expect_equivalent(t, label(t.model, stage, offload) + " accum 2");
+      const std::string model = stage == 1 ? "mlp" : "gpt";
+      Trial t = trial(model, stage, offload);
+      with_accumulation(t, model, 2);
+      expect_equivalent(t, label(model, stage, offload) + " accum 2");
     }
 }
 
 BOOST_AUTO_TEST_CASE(one_bucket_per_parameter) {
   for (int stage : {1, 2}) {
-    ZeroTrial t = trial("gpt", stage, stage == 2);
-    t.zero.reduce_bucket_mb = kTinyBuckets;
-    t.zero.allgather_bucket_mb = kTinyBuckets;
+    Trial t = trial("gpt", stage, stage == 2);
+    t.strategy.config.zero.reduce_bucket_mb = kTinyBuckets;
+    t.strategy.config.zero.allgather_bucket_mb = kTinyBuckets;
     t.steps = 4;
-    std::unique_ptr<mpiaccel::detail::ZeroStrategy> strategy;
-    const ZeroResult r = run_zero_trial(world(), world_ptr(), t, &strategy);
+    const TrialRun r = run_trial(t, world_ptr());
+    auto& strategy = zero_of(r);
     BOOST_TEST_MESSAGE("gpt zero" << stage << " tiny buckets: np " << world().size()
                                   << ": loss " << r.max_loss_rel << ", params " << r.max_param_rel);
     MPIACCEL_CHECK_ALL(r.max_loss_rel <= kTolerance);
     MPIACCEL_CHECK_ALL(r.max_param_rel <= kTolerance);
-    const size_t params = strategy->params().size();
-    if (stage == 2) MPIACCEL_CHECK_ALL(strategy->shard_reducer().bucket_assignment().size() == params);
-    else MPIACCEL_CHECK_ALL(strategy->all_reducer().bucket_assignment().size() == params);
+    const size_t params = strategy.params().size();
+    if (stage == 2) MPIACCEL_CHECK_ALL(strategy.shard_reducer().bucket_assignment().size() == params);
+    else MPIACCEL_CHECK_ALL(strategy.all_reducer().bucket_assignment().size() == params);
   }
 }
 
 BOOST_AUTO_TEST_CASE(optimizer_holds_only_this_ranks_rows) {
   for (int stage : {1, 2})
     for (bool offload : {false, true}) {
-      ZeroTrial t = trial("gpt", stage, offload);
+      Trial t = trial("gpt", stage, offload);
       t.steps = 1;
-      std::unique_ptr<mpiaccel::detail::ZeroStrategy> strategy;
-      std::shared_ptr<torch::optim::AdamW> opt;
-      run_zero_trial(world(), world_ptr(), t, &strategy, &opt);
+      const TrialRun r = run_trial(t, world_ptr());
+      auto& strategy = zero_of(r);
+      auto& opt = r.optimizer;
       const int rank = world().rank(), n = world().size();
       bool ok = true;
       size_t k = 0;
       for (const auto& p : opt->param_groups().at(0).params()) {
-        const auto& full = strategy->params()[k];
-        const auto& shard = strategy->shard(k);
+        const auto& full = strategy.params()[k];
+        const auto& shard = strategy.shard(k);
         const RowRange mine = chunk_row_range(full.dim() == 0 ? 1 : full.size(0), n, rank);
-        ok = ok && p.unsafeGetTensorImpl() == strategy->shard_param(k).unsafeGetTensorImpl();
+        ok = ok && p.unsafeGetTensorImpl() == strategy.shard_param(k).unsafeGetTensorImpl();
         ok = ok && p.numel() == mine.count * shard.row_numel;
         // Without offload the shard is the parameter's own memory; with it, a host copy.
         ok = ok && (offload ? !p.is_alias_of(full) && p.scalar_type() == at::kFloat : p.is_alias_of(full));
         for (const auto& slot : optimizer_slots(*opt, p)) ok = ok && slot.tensor.numel() == p.numel();
         ++k;
       }
-      ok = ok && k == strategy->params().size();
+      ok = ok && k == strategy.params().size();
       MPIACCEL_CHECK_ALL(ok);
     }
 }
@@ -148,15 +163,14 @@ BOOST_AUTO_TEST_CASE(memory_matches_zero_formulas) {
   for (const std::string model_kind : {"gpt", "mlp"})
     for (int stage : {1, 2})
       for (bool offload : {false, true}) {
-        ZeroTrial t = trial(model_kind, stage, offload);
+        Trial t = trial(model_kind, stage, offload);
         t.steps = 1;
-        std::unique_ptr<mpiaccel::detail::ZeroStrategy> strategy;
-        std::shared_ptr<torch::optim::AdamW> opt;
-        std::shared_ptr<Model> model;
-        run_zero_trial(world(), world_ptr(), t, &strategy, &opt, &model);
-        const double psi = static_cast<double>(parameter_count(*model));
+        const TrialRun r = run_trial(t, world_ptr());
+        auto& strategy = zero_of(r);
+        auto& opt = r.optimizer;
+        const double psi = static_cast<double>(parameter_count(*as_model(r.model)));
         const int n = world().size();
-        const auto m = strategy->memory(*opt);
+        const auto m = strategy.memory(*opt);
         const Expected e = zero_formula(stage, offload, psi, n);
         BOOST_TEST_MESSAGE(label(model_kind, stage, offload) << ", np " << n << ", psi " << psi << ":");
         bool ok = within(m.param_bytes, e.params, 0.10, "params");
@@ -199,12 +213,13 @@ BOOST_AUTO_TEST_CASE(missing_gradient_is_an_error_on_every_rank) {
   // the same error instead of hanging in the reduce-scatter.
   at::set_num_threads(1);
   for (int stage : {1, 2}) {
-    auto model = seeded_model("mlp", 7);
+    torch::manual_seed(7);
+    auto model = make_model("mlp", small_spec("mlp"));
     auto module = as_module(model);
-    auto opt = zero_optimizer(*module);
+    auto opt = adamw_small_eps()(*module);
     mpiaccel::detail::ZeroStrategy strategy(zero_config(stage, false), world_ptr());
     strategy.prepare(module, opt);
-    auto [x, y] = zero_batch("mlp", 4, 0);
+    auto [x, y] = bundled_batch("mlp", 0, 4);
     auto loss = model->loss(model->forward(x), y);
     // On rank 0 only the last parameter takes part in the loss.
     if (world().rank() == 0) loss = strategy.params().back().sum();

@@ -7,17 +7,19 @@
 // the checkpoint reader reshards by rows; tests/scripts covers that path.)
 #define BOOST_TEST_MODULE zero_state
 #include "support/mpi_test.hpp"
-#include "support/shared_dir.hpp"
 
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 
 #include "ddp/ddp_strategy.hpp"
-#include "mpi/test_zero_harness.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/ddp.hpp"
+#include "mpiaccel/zero.hpp"
 #include "state/optimizer_state.hpp"
+#include "support/checkpoint_setup.hpp"
+#include "support/equivalence.hpp"
+#include "support/small_models.hpp"
 
 using namespace mpiaccel;
 using namespace mpiaccel::test;
@@ -29,14 +31,15 @@ constexpr double kTolerance = 1e-5;
 
 struct Run {
   std::shared_ptr<Model> model;
-  std::shared_ptr<torch::optim::AdamW> optimizer;
+  std::shared_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<Strategy> strategy;
 };
 
 Run start(const std::string& kind, std::function<std::unique_ptr<Strategy>()> make, uint64_t seed) {
   Run run;
-  run.model = seeded_model(kind, seed);
-  run.optimizer = zero_optimizer(run.model->module());
+  torch::manual_seed(seed);
+  run.model = make_model(kind, small_spec(kind));
+  run.optimizer = adamw_small_eps()(run.model->module());
   run.strategy = make();
   run.strategy->prepare(as_module(run.model), run.optimizer);
   return run;
@@ -48,7 +51,7 @@ std::vector<double> train(Run& run, const std::string& kind, int first, int coun
   const int64_t rows = 12 / n;
   std::vector<double> losses;
   for (int step = first; step < first + count; ++step) {
-    auto [x, y] = zero_batch(kind, 12, step);
+    auto [x, y] = bundled_batch(kind, step, 12);
     run.strategy->zero_grad(*run.optimizer);
     auto loss = run.model->loss(run.model->forward(x.narrow(0, rank * rows, rows)),
                                 y.narrow(0, rank * rows, rows));
@@ -64,18 +67,15 @@ void expect_resumes(const std::string& kind, const std::string& from_name,
                     std::function<std::unique_ptr<Strategy>()> from, const std::string& to_name,
                     std::function<std::unique_ptr<Strategy>()> to) {
   at::set_num_threads(1);
-  SharedDir dir("zero");
-  Checkpointer checkpointer(world_ptr(), dir.path, 0);
+  CheckpointDir dir("zero");
   Run a = start(kind, from, 7);
   train(a, kind, 0, 3);
-  CheckpointMeta meta;
-  meta.step = 3;
-  meta.strategy = a.strategy->name();
-  const std::string path = checkpointer.save(a.strategy->state_dict(*a.optimizer), 3, meta);
+  const std::string path =
+      dir.ckpt.save(a.strategy->state_dict(*a.optimizer), 3, meta_at(3, a.strategy->name()));
 
   Run b = start(kind, to, 99);  // other weights: everything must come from the file
   ShardedStateDict targets = b.strategy->load_targets(*b.optimizer);
-  checkpointer.load(path, targets);
+  dir.ckpt.load(path, targets);
   b.strategy->finish_load(*b.optimizer);
   MPIACCEL_CHECK_ALL(optimizer_step(*b.optimizer) == 3);
 

@@ -11,12 +11,41 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 
-mpi() {  # mpi NP PROGRAM ARGS...
-  local np=$1; shift
-  "$MPIEXEC" "${MPIEXEC_FLAGS[@]}" -np "$np" -x OMP_NUM_THREADS=1 "$@"
+# The one way the tests launch ranks:
+#   mpi [--timeout SECONDS] [--on HOST] NP [MPIRUN-OPTION...] PROGRAM ARGS...
+# runs PROGRAM on NP ranks under $MPIEXEC with $MPIEXEC_FLAGS (ctest passes
+# CMake's MPIACCEL_MPIEXEC and MPIACCEL_MPIEXEC_FLAGS: tests/CMakeLists.txt)
+# and one OpenMP thread per rank.
+#   --timeout SECONDS  the job is killed after SECONDS (status 124): for a job
+#                      that must end by itself (a killed rank, a crash point)
+#   --on HOST          mpirun runs on HOST of the cluster in a box (`on`)
+#   MPIRUN-OPTION      a test's own options go between NP and PROGRAM, where
+#                      mpirun reads them: -x VAR=VALUE (a variable for every
+#                      rank), --mca KEY VALUE, --host/--hostfile ...
+mpi() {
+  local run=() limit=()
+  while :; do
+    case $1 in
+      --timeout) limit=(timeout "$2"); shift 2 ;;
+      --on) run=(on "$2"); shift 2 ;;
+      *) break ;;
+    esac
+  done
+  local np=$1
+  shift
+  "${run[@]}" "${limit[@]}" "$MPIEXEC" "${MPIEXEC_FLAGS[@]}" -np "$np" -x OMP_NUM_THREADS=1 "$@"
 }
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# For a script that checks on after a failure, to report every broken check
+# in one run: check_failed records one (FAIL on stderr), and `finish` ends the
+# script (PASS and status 0, or status 1 after any check_failed).
+FAILED=0
+check_failed() { echo "FAIL: $*" >&2; FAILED=1; }
+finish() {
+  [ "$FAILED" -eq 0 ] && echo "PASS"
+  exit "$FAILED"
+}
 use_ckpt_programs() {  # sets $driver (tests/ckpt_driver) and $tool (mpiaccel), both required
   driver=$BUILD_DIR/tests/ckpt_driver
   tool=$MPIACCEL
@@ -65,8 +94,7 @@ on() {  # on HOST COMMAND...: COMMAND on a host of the cluster
 mpi2() {
   local per_host=$1
   shift
-  on node1 "$MPIEXEC" "${MPIEXEC_FLAGS[@]}" --host "node1:$per_host,node2:$per_host" \
-    -np $((2 * per_host)) -x OMP_NUM_THREADS=1 "$@"
+  mpi --on node1 $((2 * per_host)) --host "node1:$per_host,node2:$per_host" "$@"
 }
 job_state() { on node1 scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
 submit() {  # submit SBATCH-ARGS...: the job id (sbatch from node1)

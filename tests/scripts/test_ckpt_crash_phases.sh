@@ -22,7 +22,7 @@ for c in "${cases[@]}"; do
   read -r crash steps keep expect <<< "$c"
   phase=${crash%%:*}
   ck=$work/$phase
-  timeout 120 "$MPIEXEC" "${MPIEXEC_FLAGS[@]}" -np 3 -x OMP_NUM_THREADS=1 -x MPIACCEL_CKPT_CRASH_AT="$crash" \
+  mpi --timeout 120 3 -x MPIACCEL_CKPT_CRASH_AT="$crash" \
     "$driver" save "$ck" ${steps//,/ } --mib 8 --keep "$keep" > "$work/out" 2> "$work/err"
   rc=$?
   [ "$rc" -ne 0 ] || fail "$phase: the job that crashed exited 0"

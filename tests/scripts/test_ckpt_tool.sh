@@ -4,21 +4,11 @@
 # verify, diff, export to safetensors (read back by Python), usage errors;
 # then damaged inputs: flipped bytes, a truncated file, a foreign HDF5 file, a
 # missing directory - each a one-line error and exit 1.
-set -u
-build=$1
-here=$(cd "$(dirname "$0")" && pwd)
-tool=$build/bin/mpiaccel
-driver=$build/tests/ckpt_driver
+source "$(dirname "$0")/lib.sh" "$1"
+use_ckpt_programs
+here=$SOURCE_DIR/tests/scripts
 python=/usr/bin/python3
-for f in "$tool" "$driver"; do
-  [ -x "$f" ] || { echo "FAIL: $f is missing; build targets mpiaccel_tool and ckpt_driver" >&2; exit 1; }
-done
-mpiexec=${MPIACCEL_MPIEXEC:-mpirun}
-flags=${MPIACCEL_MPIEXEC_FLAGS:---oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-status=0
-fail() { echo "FAIL: $*" >&2; status=1; }
+work=$WORK
 # expect STATUS WHAT COMMAND...: runs it, output in $work/out and $work/err
 expect() {
   local want=$1 what=$2
@@ -26,18 +16,17 @@ expect() {
   "$@" > "$work/out" 2> "$work/err"
   local rc=$?
   if [ "$rc" -ne "$want" ]; then
-    fail "$what: exit $rc, expected $want"
+    check_failed "$what: exit $rc, expected $want"
     sed 's/^/  out: /' "$work/out" | head -20 >&2
     sed 's/^/  err: /' "$work/err" | head -20 >&2
   fi
 }
 contains() {  # FILE TEXT WHAT
-  grep -qF -- "$2" "$1" || { fail "$3: '$2' not in output"; sed 's/^/  | /' "$1" | head -20 >&2; }
+  grep -qF -- "$2" "$1" || { check_failed "$3: '$2' not in output"; sed 's/^/  | /' "$1" | head -20 >&2; }
 }
 
 ck=$work/ckpt
-# shellcheck disable=SC2086  # flags is a list of words
-expect 0 "save at np 3" $mpiexec $flags -np 3 -x OMP_NUM_THREADS=1 "$driver" save "$ck" 1 2 --mib 8
+expect 0 "save at np 3" mpi 3 "$driver" save "$ck" 1 2 --mib 8
 step2=$ck/step_00000002.h5
 
 # Outside readers.
@@ -55,7 +44,7 @@ contains "$work/out" "step 2, world size 3, strategy ddp" "ls"
 contains "$work/out" "optim/w/exp_avg" "ls"
 expect 0 "ckpt ls --json" "$tool" ckpt ls "$step2" --json
 $python -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["step"]==2 and d["world_size"]==3 and [t["name"] for t in d["tensors"]]==["model/w","model/b","model/s","optim/w/exp_avg"] and d["tensors"][0]["shape"]==[4095,256], d' "$work/out" \
-  || fail "ls --json is not the expected JSON"
+  || check_failed "ls --json is not the expected JSON"
 expect 0 "ckpt show" "$tool" ckpt show "$ck" model/s
 contains "$work/out" "min 2  max 2  mean 2  norm 2" "show model/s"
 expect 0 "ckpt show bf16" "$tool" ckpt show "$ck" model/b --head 3
@@ -76,7 +65,7 @@ expect 0 "safetensors read by Python" env PYTHONPATH="$here/../python" $python "
 cat "$work/out"
 expect 0 "ckpt export (the model alone, by default)" "$tool" ckpt export "$ck" -o "$work/model.safetensors"
 $python -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; h=json.loads(b[8:8+n]); h.pop("__metadata__"); assert sorted(h)==["b","s","w"], h' "$work/model.safetensors" \
-  || fail "--model-only keys"
+  || check_failed "--model-only keys"
 
 # Usage.
 expect 0 "ckpt --help" "$tool" ckpt verify --help
@@ -87,7 +76,7 @@ expect 2 "export without -o" "$tool" ckpt export "$ck"
 
 # Damage. Flip one byte inside model/w's data (its offset from h5py).
 cp "$step2" "$work/flipped.h5"
-$python - "$work/flipped.h5" <<'PY' || fail "could not flip a byte"
+$python - "$work/flipped.h5" <<'PY' || check_failed "could not flip a byte"
 import sys, h5py
 path = sys.argv[1]
 with h5py.File(path, "r") as f:
@@ -103,14 +92,13 @@ contains "$work/out" "DAMAGED model/w: rows [2730, 4095) saved by rank 2 are dam
 contains "$work/err" "1 of 4 tensors damaged" "verify flipped summary"
 expect 1 "show flipped" "$tool" ckpt show "$work/flipped.h5" model/w
 contains "$work/err" "fail their checksum" "show flipped"
-# shellcheck disable=SC2086
-expect 1 "load flipped at np 2" $mpiexec $flags -np 2 -x OMP_NUM_THREADS=1 "$driver" load "$work/flipped.h5" --mib 8 --layout full
+expect 1 "load flipped at np 2" mpi 2 "$driver" load "$work/flipped.h5" --mib 8 --layout full
 contains "$work/err" "tensor model/w rows [2730, 4095) saved by rank 2 fail their checksum" "load flipped"
 
 head -c 5000000 "$step2" > "$work/truncated.h5"
 expect 1 "verify truncated" "$tool" ckpt verify "$work/truncated.h5"
 contains "$work/err" "cannot open checkpoint $work/truncated.h5 (truncated or damaged file?)" "truncated"
-[ "$(wc -l < "$work/err")" -eq 1 ] || fail "truncated: error is not one line"
+[ "$(wc -l < "$work/err")" -eq 1 ] || check_failed "truncated: error is not one line"
 
 $python -c 'import h5py,sys; h5py.File(sys.argv[1],"w")["x"]=[1,2,3]' "$work/foreign.h5"
 expect 1 "verify foreign" "$tool" ckpt verify "$work/foreign.h5"
@@ -120,5 +108,4 @@ contains "$work/err" "mpiaccel: ckpt: checkpoint path $work/nope does not exist"
 
 # The original is untouched by all of the above.
 expect 0 "verify original again" "$tool" ckpt verify "$ck"
-[ "$status" -eq 0 ] && echo "PASS"
-exit $status
+finish

@@ -22,7 +22,7 @@ for row in "0  node1                0/2        0/2" "1  node1                1/2
 done
 
 # --hostfile too: the cluster's hostfile names both hosts, 2 slots each.
-on node1 "$MPIEXEC" "${MPIEXEC_FLAGS[@]}" --hostfile /run/mpiaccel-cluster/hostfile -np 4 hostname \
+mpi --on node1 4 --hostfile /run/mpiaccel-cluster/hostfile hostname \
   | sort | uniq -c > hostfile.txt || fail "mpirun --hostfile"
 expect_contains hostfile.txt "2 node1"
 expect_contains hostfile.txt "2 node2"
@@ -61,7 +61,7 @@ expect_contains ddp.out "all_reduce: hierarchical over 2 nodes x 2 ranks"
 
 # The file both hosts wrote, on one host: 2 ranks of node1, DDP, two more steps.
 train single12 12 12 mpi 1 --
-train one_host 12 6 on node1 "$MPIEXEC" "${MPIEXEC_FLAGS[@]}" -np 2 -x OMP_NUM_THREADS=1 -- \
+train one_host 12 6 mpi --on node1 2 -- \
   checkpoint.resume="$WORK/fsdp.ckpt/step_00000010.h5"
 expect_contains one_host.out "at step 10"
 compare_runs single12 one_host 11 12 1e-5

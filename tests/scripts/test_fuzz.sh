@@ -4,5 +4,5 @@
 # file and the IDX readers), each for FUZZ_SECONDS (60) under ASan and UBSan
 # after replaying every kept regression input; a crash fails the test and is
 # kept in tests/fuzz/regressions/NAME for committing.
-set -u
-bash "$(dirname "$0")/../fuzz/run.sh" "$1" "${FUZZ_SECONDS:-60}"
+source "$(dirname "$0")/lib.sh" "$1"
+bash "$SOURCE_DIR/tests/fuzz/run.sh" "$BUILD_DIR" "${FUZZ_SECONDS:-60}"

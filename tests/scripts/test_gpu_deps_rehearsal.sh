@@ -77,7 +77,9 @@ mpicc.openmpi hello.c -o hello -I\$GPU_DEPS_LIB/hdf5/openmpi/include -L\$GPU_DEP
 ldd ./hello | grep -E 'libmpi|libhdf5'
 # Shared memory between the ranks and loopback for the launch: the cluster
 # tests add and remove interfaces (a bridge, veths) that TCP would otherwise
-# try (CI saw MPI_ERR_OTHER once, a cluster test ending alongside).
+# try (CI saw MPI_ERR_OTHER once, a cluster test ending alongside). Not
+# lib.sh's mpi: the unpacked mpirun.openmpi is what this rehearses, in a shell
+# of its own where the system's mpirun is hidden.
 mpirun.openmpi --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo -np 2 ./hello "$WORK/parallel.h5" || exit 1
 cmake -S project -B project/build "\${GPU_DEPS_CMAKE_FLAGS[@]}" || exit 1
 EOF

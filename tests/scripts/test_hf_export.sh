@@ -137,7 +137,7 @@ declare -A SAYS=([length]="its header claims 1099511627776 bytes" [outside]="out
                  [overlap]="overlap" [shape]="needs another number" [truncated]="outside the")
 for lie in length outside overlap shape truncated; do
   rc=0
-  timeout 120 "$MPIEXEC" "${MPIEXEC_FLAGS[@]}" -np 2 -x OMP_NUM_THREADS=1 "$MPIACCEL" train "${GPT[@]}" \
+  mpi --timeout 120 2 "$MPIACCEL" train "${GPT[@]}" \
     model.init_from="$WORK/lie_$lie" train.max_steps=1 checkpoint.dir="lie_$lie.ckpt" > "lie_$lie.out" 2>&1 || rc=$?
   [ $rc -ne 0 ] || fail "init_from a safetensors file whose header lies ($lie) was accepted"
   [ $rc -ne 124 ] || fail "init_from lie_$lie hung"

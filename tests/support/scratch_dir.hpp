@@ -1,7 +1,7 @@
 #pragma once
 // Scratch directories of the tests, removed when the test case ends: TempDir
 // for one process, SharedDir (support/shared_dir.hpp) for every rank of the
-// world. And message_of: the one-line message a call fails with.
+// world. And error_of / message_of: the one-line message a call fails with.
 
 #include <stdlib.h>
 
@@ -39,14 +39,20 @@ class TempDir {
   std::filesystem::path path;
 };
 
-/// The mpiaccel::Error message `f` throws, or "(no error)".
-inline std::string message_of(const std::function<void()>& f) {
+/// The mpiaccel::Error message `f` throws, or "" when it returns.
+inline std::string error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const Error& e) {
     return e.message();
   }
-  return "(no error)";
+  return "";
+}
+
+/// error_of, or "(no error)": reads better in a failed check's message.
+inline std::string message_of(const std::function<void()>& f) {
+  const std::string message = error_of(f);
+  return message.empty() ? "(no error)" : message;
 }
 
 inline bool contains(const std::string& text, const std::string& part) {

@@ -113,8 +113,10 @@ test: build
 
 # A few minutes' subset: the unit tests and the core multi-rank suites at np 2
 # (CI runs it on the second, Debian-LibTorch build).
+# It builds only the test programs (not the tools, benchmarks and examples).
 QUICK_TESTS ?= ^unit_|_np2$$
-test-quick: build
+test-quick: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS) --target mpiaccel_test_programs
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 600 -j$(JOBS) -LE 'gpu|long|script' -R '$(QUICK_TESTS)'
 
 # The unit tests and the np 1-2 MPI tests built with AddressSanitizer and

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The peer of bench_actckpt: the bundled GPT written in PyTorch (the same
-layers as src/models/gpt.cpp: pre-LayerNorm decoder layers, causal attention
-by matmul + masked softmax, GELU MLP, tied head), one process, AdamW, with and
+"""The peer of bench_actckpt: the bundled GPT written in PyTorch
+(bench/common/torch_gpt.py: the layers of src/models/gpt.cpp, with causal
+attention by matmul + masked softmax), one process, AdamW, with and
 without torch.utils.checkpoint on every decoder layer (non-reentrant, RNG
 state preserved: what our checkpoint does). The reference point for
 "recomputation costs about one extra forward".
@@ -18,68 +18,15 @@ counting allocator; kept is that sum when backward starts. Appends one CSV row p
             [--seq-len T] [--batch B] [--warmup N] [--iters N]
 """
 import argparse
-import math
 import os
 import statistics
+import sys
 import time
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
-
-class Attention(nn.Module):
-    def __init__(self, c, h):
-        super().__init__()
-        self.h = h
-        self.qkv = nn.Linear(c, 3 * c)
-        self.proj = nn.Linear(c, c)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(x).split(c, 2)
-        q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // self.h))
-        future = torch.ones(t, t, dtype=torch.bool).triu(1)
-        att = F.softmax(att.masked_fill(future, float("-inf")), dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
-        return self.proj(y)
-
-
-class DecoderLayer(nn.Module):
-    def __init__(self, c, h):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(c)
-        self.attn = Attention(c, h)
-        self.ln_2 = nn.LayerNorm(c)
-        self.fc = nn.Linear(c, 4 * c)
-        self.proj = nn.Linear(4 * c, c)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
-
-
-class GPT(nn.Module):
-    def __init__(self, layers, c, h, t, vocab=256):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, c)
-        self.wpe = nn.Embedding(t, c)
-        self.blocks = nn.ModuleList(DecoderLayer(c, h) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(c)
-        self.checkpointing = False
-
-    def forward(self, idx):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
-        for block in self.blocks:
-            x = checkpoint(block, x, use_reentrant=False) if self.checkpointing else block(x)
-        return self.ln_f(x) @ self.wte.weight.t()
-
-
-def loss_of(model, tokens, targets):
-    logits = model(tokens)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from torch_gpt import GPT, loss_of  # noqa: E402
 
 
 def measure_memory(model, tokens, targets):
@@ -115,7 +62,7 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = GPT(a.n_layer, a.n_embd, a.n_head, a.seq_len)
+    model = GPT(a.n_layer, a.n_embd, a.n_head, a.seq_len, sdpa=False)
     params = sum(t.numel() for t in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.95), weight_decay=0.1)
     tokens = torch.randint(256, (a.batch, a.seq_len))

@@ -11,7 +11,8 @@
 // the single-rank runs it starts two at a time, the no-communication ceiling.
 //
 // Model: 4 x (Linear 512->2048, GELU, Linear 2048->512), 8.4M parameters;
-// batch 32 per rank; MSE loss against random targets; one torch thread.
+// batch 32 per rank; MSE loss against random targets; one torch thread;
+// mpiaccel::SGD (momentum 0.9) or mpiaccel::AdamW (mpiaccel/optim.hpp).
 //
 // Per timed iteration rank 0 appends one CSV row to FILE:
 //   impl,ranks,round,iter,step_ms,forward_ms,backward_ms,optimizer_ms,
@@ -44,6 +45,7 @@
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/optim.hpp"
 #include "mpiaccel/runtime.hpp"
 
 namespace {
@@ -140,10 +142,10 @@ int run(int argc, char** argv) {
   auto model = make_model();
   std::shared_ptr<torch::optim::Optimizer> optimizer;
   if (options.optimizer == "sgd")
-    optimizer = std::make_shared<torch::optim::SGD>(
+    optimizer = std::make_shared<mpiaccel::SGD>(
         model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   else
-    optimizer = std::make_shared<torch::optim::AdamW>(
+    optimizer = std::make_shared<mpiaccel::AdamW>(
         model->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
   acc.prepare(model.ptr(), optimizer);
   auto* ddp = dynamic_cast<mpiaccel::detail::DdpStrategy*>(&acc.strategy());

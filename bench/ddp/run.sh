@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The DDP benchmark: ours (bench_ddp) and PyTorch's own DDP (torch_ddp.py,
-# Debian's python3-torch over gloo) at 1 and 2 ranks, under the same mpirun,
+# the .venv's torch wheel, the same LibTorch as ours, over gloo) at 1 and 2 ranks, under the same mpirun,
 # same model, batch, optimizer and one torch thread per rank.
 #
 #   run.sh BUILD_DIR [OUT_DIR]          (OUT_DIR defaults to BUILD_DIR/bench)
@@ -12,7 +12,9 @@
 # the machine allows, and T(solo)/T2 what our communication keeps of it.
 #
 # Environment: DDP_ROUNDS (3), DDP_WARMUP (5), DDP_ITERS (20),
-# DDP_OPTIMIZER (sgd | adamw), DDP_BUCKET_CAP_MB (25), DDP_BUCKET_VIEW (1:
+# DDP_OPTIMIZER (sgd | adamw), DDP_TORCH_FUSED (1: the peer's optimizer
+# steps with its fused CPU kernel, fused=True; 0: its default loop),
+# MPIACCEL_VENV_PYTHON (the peer's python, .venv/bin/python), DDP_BUCKET_CAP_MB (25), DDP_BUCKET_VIEW (1:
 # gradient_as_bucket_view on both sides, our default; 0 = PyTorch's default,
 # gradients copied into the buckets and back), and DDP_OURS_ARGS
 # (extra section.key=value overrides for ours). Each round runs the four
@@ -32,7 +34,8 @@ bucket_view=${DDP_BUCKET_VIEW:-1}
 case $bucket_view in 0) bucket_view_word=false ;; 1) bucket_view_word=true ;;
   *) echo "bench/ddp: DDP_BUCKET_VIEW must be 0 or 1, not '$bucket_view'" >&2; exit 1 ;; esac
 ours=$build/bin/bench_ddp
-python=/usr/bin/python3
+torch_fused=${DDP_TORCH_FUSED:-1}
+python=${MPIACCEL_VENV_PYTHON:-$(cd "$here/../.." && pwd)/.venv/bin/python}
 
 if [ ! -x "$ours" ]; then
   echo "bench/ddp: $ours not found: build it with cmake --build $build --target bench_ddp" >&2
@@ -40,8 +43,8 @@ if [ ! -x "$ours" ]; then
 fi
 have_torch=1
 if ! "$python" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
-  echo "bench/ddp: $python cannot import torch with gloo: install Debian's python3-torch" \
-       "(make deps) to measure the peer; measuring ours only" >&2
+  echo "bench/ddp: $python cannot import torch with gloo: run make deps (the .venv's torch)" \
+       "to measure the peer; measuring ours only" >&2
   have_torch=0
 fi
 
@@ -77,7 +80,7 @@ run_one() {  # IMPL NP ROUND
     [ "$have_torch" = 1 ] || return 0
     mpirun "${flags[@]}" -np "$np" -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$(free_port)" \
       -x GLOO_SOCKET_IFNAME=lo "$python" "$here/torch_ddp.py" "${common[@]}" --round "$round" \
-      --bucket-cap-mb "$bucket_cap_mb" --gradient-as-bucket-view "$bucket_view"
+      --bucket-cap-mb "$bucket_cap_mb" --gradient-as-bucket-view "$bucket_view" --fused "$torch_fused"
   fi
 }
 
@@ -94,4 +97,4 @@ done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 "$python" "$here/summarize.py" "$raw" "$out/ddp.csv" \
-  --note "optimizer $optimizer, bucket_cap_mb $bucket_cap_mb, gradient_as_bucket_view $bucket_view_word, $rounds rounds x $iters timed steps (+$warmup warmup), $(nproc) cores, load average $load_before before, $load_after after"
+  --note "optimizer $optimizer (peer fused=$torch_fused), bucket_cap_mb $bucket_cap_mb, gradient_as_bucket_view $bucket_view_word, $rounds rounds x $iters timed steps (+$warmup warmup), $(nproc) cores, load average $load_before before, $load_after after"

@@ -1,12 +1,16 @@
 """The peer side of the DDP benchmark: PyTorch's own DistributedDataParallel
 (gloo backend) on the same model, batch, loss, optimizer and threads as
-bench_ddp.cpp. Run with Debian's /usr/bin/python3 (python3-torch) under the
-same mpirun as ours; rank and world size come from Open MPI's environment,
+bench_ddp.cpp. Run with the project's .venv python (the torch wheel: the same
+LibTorch as ours) under the same mpirun as ours; rank and world size come from Open MPI's environment,
 the rendezvous from MASTER_ADDR/MASTER_PORT (run.sh picks a free port).
 
     torch_ddp.py --raw FILE [--round R] [--warmup N] [--iters N]
                  [--optimizer sgd|adamw] [--bucket-cap-mb MB]
                  [--gradient-as-bucket-view 0|1] [--label NAME] [--comm-hook none|fp16]
+                 [--fused 0|1]
+
+--fused 1 (run.sh's default) steps with the optimizer's fused CPU kernel
+(torch.optim.SGD/AdamW(fused=True), torch >= 2.4): PyTorch at its best.
 
 Rank 0 appends one CSV row per timed iteration to FILE, with the columns of
 bench_ddp.cpp; the all-reduce columns are empty (gloo records none for us).
@@ -59,6 +63,8 @@ def main():
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0)
     parser.add_argument("--gradient-as-bucket-view", type=int, choices=[0, 1], default=1,
                         help="DDP's gradient_as_bucket_view (run.sh passes ours' setting)")
+    parser.add_argument("--fused", type=int, choices=[0, 1], default=0,
+                        help="the optimizer's fused kernel (torch >= 2.4)")
     parser.add_argument("--label", default="torch", help="the rows' impl column")
     parser.add_argument("--comm-hook", choices=["none", "fp16"], default="none",
                         help="fp16: torch's fp16_compress_hook (all-reduce in fp16; its "
@@ -80,9 +86,11 @@ def main():
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     if args.optimizer == "sgd":
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9,
+                                    fused=bool(args.fused) or None)
     else:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01,
+                                      fused=bool(args.fused) or None)
 
     torch.manual_seed(1 + rank)
     inputs = torch.randn(BATCH, WIDTH)

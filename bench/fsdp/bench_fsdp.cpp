@@ -8,7 +8,8 @@
 //              [--n-layer L] [--n-embd E] [--n-head H] [--seq-len T] [--batch B]
 //              [section.key=value ...]
 //
-// A step is what the trainer does: forward, loss, backward, clip_grad_norm
+// A step is what the trainer does: forward and loss (under the Accelerator's
+// autocast), backward, clip_grad_norm
 // ([optimizer] grad_clip), AdamW step (the trainer's two parameter groups),
 // zero_grad. Rank 0 appends one CSV row per run to FILE (header written if the
 // file is new):
@@ -207,7 +208,11 @@ int run(int argc, char** argv) {
     }
     const double cpu0 = mpiaccel::bench::process_cpu_ms();
     const auto t0 = Clock::now();
-    const auto loss = model->loss(model->forward(tokens), targets);
+    at::Tensor loss;
+    {
+      const auto autocast = acc.autocast();  // as the trainer: bf16 under mixed_precision = bf16
+      loss = model->loss(model->forward(tokens), targets);
+    }
     const auto t1 = Clock::now();
     sampler.sample();
     acc.backward(loss);

@@ -1,11 +1,14 @@
-// The host AdamW of ZeRO-Offload (mpiaccel::host_adamw_step) against
-// torch::optim::AdamW on the same shard: one parameter of --numel float32
-// elements (default 10M) with its gradient, weight decay on.
+// The host AdamW (mpiaccel::host_adamw_step: ZeRO-Offload's step and
+// mpiaccel::AdamW's on float32 CPU parameters) against torch::optim::AdamW
+// and LibTorch's fused CPU kernel (at::_fused_adamw_, what
+// torch.optim.AdamW(fused=True) runs; LibTorch >= 2.4) on the same shard: one
+// parameter of --numel float32 elements (default 10M) with its gradient,
+// weight decay on.
 //
 //   bench_host_adamw [--numel N] [--steps S] [--rounds R] [--threads 1,2] [--csv FILE]
 //
-// Each round times S steps of every configuration (torch and ours at each
-// thread count of --threads, default 1 and 2), in the opposite order to the round before so drift on
+// Each round times S steps of every configuration (torch, fused and ours at
+// each thread count of --threads, default 1 and 2), in the opposite order to the round before so drift on
 // a shared machine hits both sides alike; a configuration's figure is the
 // median step time over all its timed steps. Prints a table and writes one
 // CSV row per configuration. Also prints how far ours ended up from torch
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "mpiaccel/optim.hpp"
+#include "runtime/torch_compat.hpp"
 
 namespace {
 
@@ -70,12 +74,35 @@ Options parse(int argc, char** argv) {
 }
 
 struct Config {
-  std::string impl;  // "torch" | "ours"
+  std::string impl;  // "torch" | "fused" | "ours"
   int threads;
   at::Tensor param;
   std::unique_ptr<torch::optim::AdamW> optimizer;
+  at::Tensor exp_avg, exp_avg_sq, step;  // the fused kernel's state
   std::vector<double> ms;
 };
+
+constexpr bool kHaveFusedCpu = MPIACCEL_TORCH_AT_LEAST(2, 4);
+
+// One step of LibTorch's fused CPU AdamW with the optimizer's options, as
+// torch.optim.AdamW(fused=True) takes it (the count incremented first).
+void fused_step(Config& c) {
+#if MPIACCEL_TORCH_AT_LEAST(2, 4)
+  const auto& o = static_cast<const torch::optim::AdamWOptions&>(c.optimizer->defaults());
+  c.step.add_(1);
+  at::_fused_adamw_({c.param}, {c.param.grad()}, {c.exp_avg}, {c.exp_avg_sq}, {}, {c.step}, o.lr(),
+                    std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(), o.eps(),
+                    /*amsgrad=*/false, /*maximize=*/false);
+#else
+  (void)c;
+#endif
+}
+
+const char* name_of(const std::string& impl) {
+  if (impl == "torch") return "torch::optim::AdamW";
+  if (impl == "fused") return "at::_fused_adamw_";
+  return "mpiaccel::host_adamw_step";
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -91,8 +118,9 @@ int main(int argc, char** argv) try {
   const at::Tensor grad = torch::randn({o.numel}) * 1e-2;
   std::vector<Config> configs;
   std::vector<std::pair<std::string, int>> runs;
-  for (const char* impl : {"torch", "ours"})
-    for (int t : o.threads) runs.emplace_back(impl, t);
+  for (const char* impl : {"torch", "fused", "ours"})
+    if (kHaveFusedCpu || std::string(impl) != "fused")
+      for (int t : o.threads) runs.emplace_back(impl, t);
   for (auto [impl, threads] : runs) {
     Config c;
     c.impl = impl;
@@ -101,10 +129,15 @@ int main(int argc, char** argv) try {
     c.param.mutable_grad() = grad.clone();
     c.optimizer = std::make_unique<torch::optim::AdamW>(
         std::vector<at::Tensor>{c.param}, torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+    c.exp_avg = at::zeros_like(start);
+    c.exp_avg_sq = at::zeros_like(start);
+    c.step = at::zeros({}, at::kFloat);
     configs.push_back(std::move(c));
   }
   auto one_step = [](Config& c) {
+    at::NoGradGuard no_grad;
     if (c.impl == "torch") c.optimizer->step();
+    else if (c.impl == "fused") fused_step(c);
     else mpiaccel::host_adamw_step(*c.optimizer);
   };
   // Warm-up: creates the state (first-touch of 2 × numel floats) outside the timing.
@@ -127,7 +160,7 @@ int main(int argc, char** argv) try {
   }
   // Same number of steps on the same data: torch 1 thread and ours 1 thread must agree.
   const at::Tensor& ref = configs[0].param;
-  const at::Tensor& ours = configs[o.threads.size()].param;
+  const at::Tensor& ours = configs.at(configs.size() - o.threads.size()).param;
   const double rel = (ours - ref).norm().item<double>() / ref.norm().item<double>();
   const int64_t differing = (ours != ref).sum().item<int64_t>();
 
@@ -139,7 +172,7 @@ int main(int argc, char** argv) try {
   std::string csv = "implementation,threads,numel,ms_per_step,gb_per_s,speedup_vs_torch_1t\n";
   for (const Config& c : configs) {
     const double ms = median(c.ms);
-    const std::string name = c.impl == "torch" ? "torch::optim::AdamW" : "mpiaccel::host_adamw_step";
+    const std::string name = name_of(c.impl);
     std::printf("%-28s %8d %10.2f %10.2f %11.2fx\n", name.c_str(), c.threads, ms, bytes / ms / 1e6, peer / ms);
     char line[256];
     std::snprintf(line, sizeof line, "%s,%d,%lld,%.3f,%.3f,%.3f\n", c.impl.c_str(), c.threads,

@@ -2,8 +2,8 @@
 the same GPU, batch and sequence length, with what a careful PyTorch user
 turns on: bf16 autocast, F.scaled_dot_product_attention, AdamW(fused=True)
 with weight decay on matrices only, gradient clipping at 1.0. The model is
-ours line for line (fused qkv projection, pre-LN blocks, exact GELU, tied
-head, no dropout), so the two do the same arithmetic.
+ours line for line (bench/common/torch_gpt.py: fused qkv projection, pre-LN
+blocks, exact GELU, tied head, no dropout), so the two do the same arithmetic.
 
     python3 eager_gpt.py [BATCH SEQ STEPS WARMUP]
 
@@ -16,51 +16,13 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from torch_gpt import GPT, param_groups  # noqa: E402
 
 PEAK_FLOPS = 989.4e12  # H200 dense bf16, datasheet (as bench_gpu_gpt.cpp)
 LAYERS, HEADS, WIDTH, VOCAB = 12, 12, 768, 50304
-
-
-class Attention(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
-        self.proj = nn.Linear(WIDTH, WIDTH)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(x).split(c, dim=2)
-        heads = lambda z: z.view(b, t, HEADS, c // HEADS).transpose(1, 2)
-        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
-        return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ln_1, self.attn = nn.LayerNorm(WIDTH), Attention()
-        self.ln_2 = nn.LayerNorm(WIDTH)
-        self.fc, self.proj = nn.Linear(WIDTH, 4 * WIDTH), nn.Linear(4 * WIDTH, WIDTH)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
-
-
-class Gpt(nn.Module):
-    def __init__(self, seq):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(VOCAB, WIDTH), nn.Embedding(seq, WIDTH)
-        self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
-        self.ln_f = nn.LayerNorm(WIDTH)
-
-    def forward(self, tokens):
-        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1], device=tokens.device))
-        for block in self.blocks:
-            x = block(x)
-        return self.ln_f(x) @ self.wte.weight.t()
 
 
 def main():
@@ -69,12 +31,8 @@ def main():
     device = os.environ.get("MPIACCEL_BENCH_DEVICE", "cuda")
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     torch.manual_seed(1)
-    model = Gpt(seq).to(device)
-    decayed = [p for p in model.parameters() if p.dim() >= 2]
-    plain = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decayed, "weight_decay": 0.1},
-                                   {"params": plain, "weight_decay": 0.0}],
-                                  lr=6e-4, betas=(0.9, 0.95), fused=device == "cuda")
+    model = GPT(LAYERS, WIDTH, HEADS, seq, vocab=VOCAB).to(device)
+    optimizer = torch.optim.AdamW(param_groups(model, 0.1), lr=6e-4, betas=(0.9, 0.95), fused=device == "cuda")
 
     def step():
         tokens = torch.randint(0, VOCAB, (batch, seq + 1), device=device)

@@ -29,7 +29,7 @@ int main(int argc, char** argv) { return mpiaccel::run_main(argc, argv, [](mpiac
   torch::manual_seed(0);
   auto data = std::make_shared<Waves>();
   auto net = std::make_shared<Net>();
-  auto opt = std::make_shared<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(3e-3));
+  auto opt = std::make_shared<mpiaccel::AdamW>(net->parameters(), torch::optim::AdamWOptions(3e-3));
   const int64_t batch_size = acc.config().train.batch_size, steps = acc.config().train.max_steps;
   acc.prepare(net, opt);
   auto loader = acc.make_loader(data, batch_size);

@@ -11,15 +11,25 @@
 
 namespace mpiaccel::detail {
 
+namespace {
+
+// The defined gradients of `params`, for one multi-tensor op over all of them.
+std::vector<at::Tensor> defined_grads(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> grads;
+  grads.reserve(params.size());
+  for (const at::Tensor& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad().detach());
+  return grads;
+}
+
+}  // namespace
+
 double local_grad_norm(const std::vector<at::Tensor>& params) {
-  std::vector<at::Tensor> norms;
-  for (const at::Tensor& p : params) {
-    const at::Tensor& g = p.grad();
-    if (g.defined()) norms.push_back(g.detach().norm().to(at::kDouble));
-  }
-  if (norms.empty()) return 0.0;
-  // One host sync for all parameters.
-  return at::stack(norms).norm().item<double>();
+  const std::vector<at::Tensor> grads = defined_grads(params);
+  if (grads.empty()) return 0.0;
+  // One multi-tensor pass for the norms (torch.nn.utils.clip_grad_norm_'s),
+  // one host sync for all parameters.
+  return at::stack(at::_foreach_norm(grads)).to(at::kDouble).norm().item<double>();
 }
 
 double sharded_grad_norm(Communicator& comm, const std::vector<at::Tensor>& shard_grads,
@@ -33,17 +43,13 @@ double sharded_grad_norm(Communicator& comm, const std::vector<at::Tensor>& shar
 }
 
 void scale_local_grads(const std::vector<at::Tensor>& params, double factor) {
-  for (const at::Tensor& p : params) {
-    const at::Tensor& g = p.grad();
-    if (g.defined()) g.detach().mul_(factor);
-  }
+  const std::vector<at::Tensor> grads = defined_grads(params);
+  if (!grads.empty()) at::_foreach_mul_(grads, factor);
 }
 
 void zero_local_grads(const std::vector<at::Tensor>& params) {
-  for (const at::Tensor& p : params) {
-    const at::Tensor& g = p.grad();
-    if (g.defined()) g.detach().zero_();
-  }
+  const std::vector<at::Tensor> grads = defined_grads(params);
+  if (!grads.empty()) at::_foreach_zero_(grads);
 }
 
 void reset_local_grads(const std::vector<at::Tensor>& params) {

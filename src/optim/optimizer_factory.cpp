@@ -1,11 +1,9 @@
 #include "optim/optimizer_factory.hpp"
 
 #include <torch/nn/module.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
 
 #include "mpiaccel/error.hpp"
-#include "optim/fused_adamw.hpp"
+#include "mpiaccel/optim.hpp"
 
 namespace mpiaccel::detail {
 
@@ -23,8 +21,7 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(options));
     groups.emplace_back(not_decayed, std::make_unique<torch::optim::AdamWOptions>(plain));
-    // Fused on CUDA parameters where LibTorch has the kernel (fused_adamw.hpp).
-    return std::make_shared<FusedAdamW>(std::move(groups), options);
+    return std::make_shared<AdamW>(std::move(groups), options);
   }
   if (config.name == "sgd") {
     auto options =
@@ -34,7 +31,7 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(decayed, std::make_unique<torch::optim::SGDOptions>(options));
     groups.emplace_back(not_decayed, std::make_unique<torch::optim::SGDOptions>(plain));
-    return std::make_shared<torch::optim::SGD>(std::move(groups), options);
+    return std::make_shared<SGD>(std::move(groups), options);
   }
   MPIACCEL_THROW("unknown [optimizer] name '" + config.name + "'; accepted: adamw|sgd");
 }

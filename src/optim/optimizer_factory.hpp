@@ -16,8 +16,8 @@ namespace mpiaccel::detail {
 
 /// AdamW or SGD over `module`'s parameters in two groups, as nanoGPT and the
 /// Transformers Trainer do: matrices and embeddings (dim >= 2) with
-/// weight_decay, biases and norms (dim < 2) without. AdamW is FusedAdamW:
-/// LibTorch's fused kernel on CUDA parameters, AdamW's own step elsewhere.
+/// weight_decay, biases and norms (dim < 2) without: mpiaccel::AdamW or
+/// mpiaccel::SGD (mpiaccel/optim.hpp), which pick their fused kernels.
 std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& config,
                                                         torch::nn::Module& module);
 

@@ -1,46 +1,33 @@
-// FusedAdamW (see fused_adamw.hpp).
+// mpiaccel::AdamW (see mpiaccel/optim.hpp): the kernel step_kernel.cpp picks.
 
-#include "optim/fused_adamw.hpp"
+#include "mpiaccel/optim.hpp"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include <memory>
 #include <vector>
 
 #include "mpiaccel/error.hpp"
-#include "runtime/torch_compat.hpp"
 #include "optim/adamw_state.hpp"
+#include "optim/step_kernel.hpp"
+#include "runtime/torch_compat.hpp"
 
-namespace mpiaccel::detail {
+namespace mpiaccel {
 
-torch::Tensor FusedAdamW::step(LossClosure closure) {
-  if (!available() || !fused_applies()) return torch::optim::AdamW::step(std::move(closure));
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
+torch::Tensor AdamW::step(LossClosure closure) {
+  const auto kernel = detail::choose_step_kernel(detail::OptimizerKind::AdamW, param_groups());
+  if (kernel == detail::StepKernel::Reference) return torch::optim::AdamW::step(std::move(closure));
+  at::Tensor loss = detail::run_closure(closure);
+  if (kernel == detail::StepKernel::Host) {
+    host_adamw_step(*this);
+  } else {
+    at::NoGradGuard no_grad;
+    for (auto& group : param_groups()) fused_step(group);
   }
-  at::NoGradGuard no_grad;
-  for (auto& group : param_groups()) fused_step(group);
   return loss;
 }
 
-bool FusedAdamW::fused_applies() const {
-  bool any = false;
-  for (const auto& group : param_groups())
-    for (const at::Tensor& p : group.params()) {
-      const at::Tensor& g = p.grad();
-      if (!g.defined()) continue;
-      if (!p.is_cuda() || !p.is_floating_point() || !p.is_contiguous() || g.is_sparse() ||
-          g.scalar_type() != p.scalar_type() || g.device() != p.device() || !g.is_contiguous())
-        return false;
-      any = true;
-    }
-  return any;
-}
-
-at::Tensor FusedAdamW::device_step(const at::Tensor& param, int64_t step) {
+at::Tensor AdamW::device_step(const at::Tensor& param, int64_t step) {
   auto& [count, tensor] = device_steps_[param.unsafeGetTensorImpl()];
   // Out of step (first use, or a checkpoint restored the state): set anew.
   if (!tensor.defined() || count != step - 1)
@@ -51,14 +38,12 @@ at::Tensor FusedAdamW::device_step(const at::Tensor& param, int64_t step) {
 
 #if MPIACCEL_TORCH_AT_LEAST(2, 1)
 
-bool FusedAdamW::available() { return true; }
-
-void FusedAdamW::fused_step(torch::optim::OptimizerParamGroup& group) {
+void AdamW::fused_step(torch::optim::OptimizerParamGroup& group) {
   const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
   std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
   for (const at::Tensor& p : group.params()) {
     if (!p.grad().defined()) continue;
-    auto& state = adamw_state_of(*this, p, options.amsgrad());
+    auto& state = detail::adamw_state_of(*this, p, options.amsgrad());
     state.step(state.step() + 1);
     params.push_back(p);
     grads.push_back(p.grad());
@@ -78,12 +63,10 @@ void FusedAdamW::fused_step(torch::optim::OptimizerParamGroup& group) {
 
 #else
 
-bool FusedAdamW::available() { return false; }
-
-void FusedAdamW::fused_step(torch::optim::OptimizerParamGroup&) {
-  MPIACCEL_THROW("FusedAdamW: this LibTorch has no fused AdamW kernel");
+void AdamW::fused_step(torch::optim::OptimizerParamGroup&) {
+  MPIACCEL_THROW("mpiaccel::AdamW: this LibTorch has no fused AdamW kernel");
 }
 
 #endif
 
-}  // namespace mpiaccel::detail
+}  // namespace mpiaccel

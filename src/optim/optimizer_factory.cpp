@@ -2,10 +2,23 @@
 
 #include <torch/nn/module.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/optim.hpp"
 
 namespace mpiaccel::detail {
+namespace {
+
+// MPIACCEL_OPTIM_REFERENCE=1: torch::optim's own classes and step (PyTorch's
+// fused=False), to compare a run or a benchmark with the reference arithmetic.
+bool reference_step_requested() {
+  const char* value = std::getenv("MPIACCEL_OPTIM_REFERENCE");
+  return value != nullptr && std::string(value) == "1";
+}
+
+}  // namespace
 
 std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& config,
                                                         torch::nn::Module& module) {
@@ -21,6 +34,7 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(options));
     groups.emplace_back(not_decayed, std::make_unique<torch::optim::AdamWOptions>(plain));
+    if (reference_step_requested()) return std::make_shared<torch::optim::AdamW>(std::move(groups), options);
     return std::make_shared<AdamW>(std::move(groups), options);
   }
   if (config.name == "sgd") {
@@ -31,6 +45,7 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(decayed, std::make_unique<torch::optim::SGDOptions>(options));
     groups.emplace_back(not_decayed, std::make_unique<torch::optim::SGDOptions>(plain));
+    if (reference_step_requested()) return std::make_shared<torch::optim::SGD>(std::move(groups), options);
     return std::make_shared<SGD>(std::move(groups), options);
   }
   MPIACCEL_THROW("unknown [optimizer] name '" + config.name + "'; accepted: adamw|sgd");

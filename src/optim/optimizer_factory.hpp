@@ -17,7 +17,9 @@ namespace mpiaccel::detail {
 /// AdamW or SGD over `module`'s parameters in two groups, as nanoGPT and the
 /// Transformers Trainer do: matrices and embeddings (dim >= 2) with
 /// weight_decay, biases and norms (dim < 2) without: mpiaccel::AdamW or
-/// mpiaccel::SGD (mpiaccel/optim.hpp), which pick their fused kernels.
+/// mpiaccel::SGD (mpiaccel/optim.hpp), which pick their fused kernels, or with
+/// MPIACCEL_OPTIM_REFERENCE=1 in the environment torch::optim::AdamW or SGD
+/// themselves.
 std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& config,
                                                         torch::nn::Module& module);
 

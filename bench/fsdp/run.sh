@@ -14,8 +14,15 @@
 # ratios to DDP at the same world size, model-state bytes against the ZeRO
 # formulas), prints the table.
 #
+# The peers run in the same rounds: torch_ddp and torch_fsdp are PyTorch's
+# own DDP and FSDP2 (fully_shard per DecoderLayer) over gloo on the same GPT
+# and step (torch_peer.py, the .venv's torch: the LibTorch we link, fused
+# AdamW).
+#
 # Environment: FSDP_NPS ("2 4"), FSDP_ROUNDS (1), FSDP_WARMUP (2), FSDP_ITERS (5),
-# FSDP_STRATEGIES (all: "ddp zero1 zero2 zero3 fsdp fsdp_keep zero2_offload"),
+# FSDP_STRATEGIES (all: "ddp zero1 zero2 zero3 fsdp fsdp_keep zero2_offload
+# torch_ddp torch_fsdp"), MPIACCEL_VENV_PYTHON (the peers' python,
+# .venv/bin/python),
 # FSDP_MODEL_ARGS (e.g. "--n-layer 2 --n-embd 128" for a quick check),
 # FSDP_HOST_ADAMW (1: also run bench_host_adamw; 0: skip it),
 # FSDP_ADAMW_ARGS ("--threads 1,2").
@@ -27,10 +34,11 @@ nps=${FSDP_NPS:-2 4}
 rounds=${FSDP_ROUNDS:-1}
 warmup=${FSDP_WARMUP:-2}
 iters=${FSDP_ITERS:-5}
-strategies=${FSDP_STRATEGIES:-ddp zero1 zero2 zero3 fsdp fsdp_keep zero2_offload}
+strategies=${FSDP_STRATEGIES:-ddp zero1 zero2 zero3 fsdp fsdp_keep zero2_offload torch_ddp torch_fsdp}
 ours=$build/bin/bench_fsdp
 adamw=$build/bin/bench_host_adamw
 python=/usr/bin/python3
+venv_python=${MPIACCEL_VENV_PYTHON:-$(cd "$here/../.." && pwd)/.venv/bin/python}
 
 overrides_of() {  # LABEL -> the section.key=value overrides of that strategy
   case $1 in
@@ -43,6 +51,7 @@ overrides_of() {  # LABEL -> the section.key=value overrides of that strategy
     fsdp) echo "distributed.strategy=fsdp fsdp.auto_wrap_policy=TRANSFORMER_BASED_WRAP fsdp.transformer_layer_cls_to_wrap=DecoderLayer" ;;
     fsdp_keep) echo "distributed.strategy=fsdp fsdp.auto_wrap_policy=TRANSFORMER_BASED_WRAP fsdp.transformer_layer_cls_to_wrap=DecoderLayer fsdp.reshard_after_forward=false" ;;
     zero2_offload) echo "distributed.strategy=zero zero.stage=2 zero.offload_optimizer=cpu" ;;
+    torch_ddp | torch_fsdp) ;;  # the peers (torch_peer.py): no overrides
     *) echo "bench/fsdp: unknown strategy label '$1' in FSDP_STRATEGIES" >&2; return 1 ;;
   esac
 }
@@ -85,8 +94,15 @@ for ((round = 0; round < rounds; ++round)); do
   for entry in "${runs[@]}"; do
     read -r np label <<<"$entry"
     echo "bench/fsdp: round $((round + 1))/$rounds: $label, $np ranks" >&2
+    if [[ $label == torch_* ]]; then
+      port=$("$venv_python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+      program=(-x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x GLOO_SOCKET_IFNAME=lo
+               "$venv_python" "$here/torch_peer.py" --strategy "${label#torch_}")
+    else
+      program=("$ours")
+    fi
     # shellcheck disable=SC2046,SC2086  # word lists on purpose
-    if ! mpirun "${flags[@]}" -np "$np" "$ours" --label "$label" --csv "$raw" \
+    if ! mpirun "${flags[@]}" -np "$np" "${program[@]}" --label "$label" --csv "$raw" \
            --warmup "$warmup" --iters "$iters" ${FSDP_MODEL_ARGS:-} $(overrides_of "$label"); then
       echo "bench/fsdp: $label at $np ranks FAILED" >&2
       failed=1

@@ -14,7 +14,9 @@ number of ranks:
                 ZeRO-3/FSDP 16P/N + the largest unit gathered),
   state/DDP   = model-state bytes over DDP's,
   RSS         = peak resident set (getrusage ru_maxrss), max over ranks.
-Then the issue's goals against these figures. A benchmark reports; it does
+Then the issue's goals against these figures, and ours beside PyTorch's DDP
+and FSDP2 (torch_peer.py rows: times and RSS only; their model-state
+columns are 0, torch keeps no such account). A benchmark reports; it does
 not fail on timing. Standard library only.
 """
 
@@ -25,7 +27,7 @@ import sys
 from collections import defaultdict
 
 MIB = 1 << 20
-ORDER = ["ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp_keep", "zero2_offload"]
+ORDER = ["ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp_keep", "zero2_offload", "torch_ddp", "torch_fsdp"]
 NAMES = {
     "ddp": "DDP",
     "zero1": "ZeRO-1",
@@ -34,7 +36,11 @@ NAMES = {
     "fsdp": "FSDP (DecoderLayer)",
     "fsdp_keep": "FSDP no reshard",
     "zero2_offload": "ZeRO-2 offload",
+    "torch_ddp": "torch DDP (gloo)",
+    "torch_fsdp": "torch FSDP2 (gloo)",
 }
+# Ours beside PyTorch's own, at the same number of ranks: (ours, peer).
+PEERS = [("ddp", "torch_ddp"), ("fsdp", "torch_fsdp")]
 
 
 def main():
@@ -122,13 +128,17 @@ def main():
         if last_ranks is not None and s["ranks"] != last_ranks:
             print()
         last_ranks = s["ranks"]
-        print("%-20s %2d %7.0f %5.2fx %5.0f %5.0f %5.0f %5.0f | %6.1f %6.1f %6.1f %6.1f %-22s %7.1f %5.2f %5.3f %7.1f | %6.0f %5.2f"
-              % (NAMES.get(s["label"], s["label"]), s["ranks"], s["step_ms"], s["step_vs_ddp"],
-                 s["forward_ms"], s["backward_ms"], s["optimizer_ms"], s["cpu_ms"],
-                 s["param_bytes"] / MIB, s["grad_bytes"] / MIB, s["optimizer_bytes"] / MIB,
-                 s["state_bytes"] / MIB, s["formula"], s["formula_bytes"] / MIB,
-                 s["state_vs_formula"], s["state_vs_ddp"], s["warmup_state_bytes"] / MIB,
-                 s["peak_rss_bytes"] / MIB, s["rss_vs_ddp"]))
+        times = ("%-20s %2d %7.0f %5.2fx %5.0f %5.0f %5.0f %5.0f"
+                 % (NAMES.get(s["label"], s["label"]), s["ranks"], s["step_ms"], s["step_vs_ddp"],
+                    s["forward_ms"], s["backward_ms"], s["optimizer_ms"], s["cpu_ms"]))
+        if s["state_bytes"] > 0:
+            state = ("%6.1f %6.1f %6.1f %6.1f %-22s %7.1f %5.2f %5.3f %7.1f"
+                     % (s["param_bytes"] / MIB, s["grad_bytes"] / MIB, s["optimizer_bytes"] / MIB,
+                        s["state_bytes"] / MIB, s["formula"], s["formula_bytes"] / MIB,
+                        s["state_vs_formula"], s["state_vs_ddp"], s["warmup_state_bytes"] / MIB))
+        else:  # a peer: no model-state account
+            state = "%6s %6s %6s %6s %-22s %7s %5s %5s %7s" % (("-",) * 9)
+        print("%s | %s | %6.0f %5.2f" % (times, state, s["peak_rss_bytes"] / MIB, s["rss_vs_ddp"]))
     print("step: median over timed steps of the slowest rank; cpu: process CPU time per step "
           "(all threads), mean over ranks. state: peak of Strategy::memory() in the timed "
           "steps; warmup: its peak in the warmup steps (FSDP holds units gathered until their "
@@ -147,6 +157,13 @@ def main():
             goals.append(("%s model state at np 4 <= 0.3x DDP" % NAMES[label], s["state_vs_ddp"], 0.3))
     for text, value, limit in goals:
         print("goal: %-44s %6.3f  %s" % (text, value, "met" if value <= limit else "NOT met"))
+    for ours, peer in PEERS:
+        for ranks in sorted({r for _, r in summary}):
+            a, b = summary.get((ours, ranks)), summary.get((peer, ranks))
+            if a and b:
+                print("ours vs PyTorch: %s np %d: step %.0f vs %.0f ms (%.2fx), optimizer %.0f vs %.0f ms"
+                      % (NAMES[ours], ranks, a["step_ms"], b["step_ms"], b["step_ms"] / a["step_ms"],
+                         a["optimizer_ms"], b["optimizer_ms"]))
     print("wrote %s" % args.out)
 
 

@@ -91,6 +91,9 @@ struct TrainConfig {
   std::string model = "gpt";            ///< gpt | mlp | cnn
   std::string dataset = "fortunes";     ///< fortunes | fashion-mnist | tokens | hdf5
   std::string data_dir;                 ///< "" = the dataset's Debian location; hdf5: a file or directory
+  /// tokens: raw text (a file or directory) that rank 0 BPE-tokenizes into
+  /// data_dir when train.tokens or val.tokens is missing ("" = none).
+  std::string tokenize_from;
   std::string hdf5_inputs = "/inputs";  ///< hdf5: dataset path of the inputs [N, ...]
   std::string hdf5_labels = "/labels";  ///< hdf5: dataset path of the int labels [N]; "" = none
   int64_t batch_size = 8;               ///< per rank, per micro-step

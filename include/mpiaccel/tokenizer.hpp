@@ -52,4 +52,37 @@ struct BpeTrainOptions {
 void train_bpe_tokenizer(const std::string& text, const std::string& model_path,
                          const BpeTrainOptions& options = {});
 
+/// A text corpus to turn into the token files of `[train] dataset = tokens`.
+struct TokenizeCorpusOptions {
+  std::string input;           ///< a text file, or a directory read as read_text_corpus reads it
+  std::string output;          ///< directory of tokenizer.model, train.tokens, val.tokens (created)
+  std::string model;           ///< a SentencePiece model to use; "" = train a BPE one on `bpe`
+  BpeTrainOptions bpe;
+  double val_fraction = 0.05;  ///< share of the bytes held out, split as the byte-level dataset
+};
+
+/// One split as tokenize_corpus wrote it.
+struct TokenizedSplit {
+  std::string path;
+  int64_t tokens = 0;
+  int64_t bytes = 0;
+};
+
+struct TokenizedCorpus {
+  std::string model_path;
+  int64_t vocab_size = 0;
+  TokenizedSplit train;
+  TokenizedSplit val;
+};
+
+/// Splits the input into training and validation text (text_split), trains
+/// the tokenizer on the training part (or copies `model`), and writes
+/// OUTPUT/tokenizer.model, val.tokens, then train.tokens: a run killed
+/// midway leaves no train.tokens, so token_files_present() says to redo it.
+/// Throws Error naming the input or output and what to do.
+TokenizedCorpus tokenize_corpus(const TokenizeCorpusOptions& options);
+
+/// True when `dir` holds both train.tokens and val.tokens.
+bool token_files_present(const std::string& dir);
+
 }  // namespace mpiaccel

@@ -124,6 +124,8 @@ std::vector<KeySpec> build_schema() {
               "training data (tokens: train.tokens/val.tokens; hdf5: arrays)")
       .text(MPIACCEL_KEY(T, data_dir), true, "a directory; empty = the dataset's Debian location",
             "where the dataset's files are (hdf5: the .h5 file, or a directory with train.h5 [val.h5])")
+      .text(MPIACCEL_KEY(T, tokenize_from), true, "a text file or directory; empty = none",
+            "tokens: text that rank 0 BPE-tokenizes into data_dir when its token files are missing")
       .text(MPIACCEL_KEY(T, hdf5_inputs), false, "an HDF5 dataset path",
             "hdf5: the inputs, shape [N, ...], read as float32; a sample is one row")
       .text(MPIACCEL_KEY(T, hdf5_labels), true, "an HDF5 dataset path; empty = none",

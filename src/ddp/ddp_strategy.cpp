@@ -100,7 +100,8 @@ void DdpStrategy::step(torch::optim::Optimizer& optimizer) {
 
 void DdpStrategy::zero_grad(torch::optim::Optimizer& optimizer) {
   require_prepared("zero_grad()");
-  // In place, once per gradient: bucket views stay bound to param.grad.
+  // As the LibTorch's Optimizer::zero_grad(); the next backward binds the
+  // gradients to their bucket views again.
   reducer_->zero_grad();
   // Optimizer parameters outside the reducer (frozen in the model) too.
   for (const auto& group : optimizer.param_groups())

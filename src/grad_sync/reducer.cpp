@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "mpiaccel/error.hpp"
+#include "grad_sync/grad_math.hpp"
 #include "mpiaccel/precision.hpp"
 #include "runtime/torch_compat.hpp"
 
@@ -271,10 +272,11 @@ void Reducer::rebuild_buckets() {
 void Reducer::zero_grad() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::fill(untouched_.begin(), untouched_.end(), 1);
-  for (const at::Tensor& p : grad_params()) {
-    const at::Tensor& grad = p.grad();
-    if (grad.defined()) grad.detach().zero_();
-  }
+  // As this LibTorch's Optimizer::zero_grad(): on 2.x the gradients become
+  // undefined, so the next backward's AccumulateGrad takes each new gradient
+  // as it is and stage() copies it into its bucket view (two passes over the
+  // bytes) instead of adding it to a zeroed view (a memset, then three).
+  reset_local_grads(grad_params());
 }
 
 bool Reducer::manages(const at::Tensor& param) const {

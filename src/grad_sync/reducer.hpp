@@ -83,11 +83,12 @@ class Reducer final : public GradSync {
   /// Removes the hooks and waits for in-flight all-reduces. Never throws.
   ~Reducer() override;
 
-  /// Zeroes every gradient of the reducer's parameters in place (bucket
-  /// views stay bound to param.grad). Where the LibTorch's zero_grad sets
-  /// gradients to undefined (2.x), a parameter no rank then uses before the
-  /// end of a synchronized backward gets an undefined .grad there, as in one
-  /// process, so the optimizer skips it.
+  /// What this LibTorch's Optimizer::zero_grad() does to every gradient of
+  /// the reducer's parameters: on 2.x they become undefined, and the next
+  /// backward copies each new gradient into its bucket view and binds
+  /// param.grad to the view again (a parameter no rank uses before the end of
+  /// a synchronized backward keeps an undefined .grad, as in one process, so
+  /// the optimizer skips it); on 1.13 they are zeroed in place.
   void zero_grad();
   /// True if `param` is one of the reducer's parameters.
   bool manages(const at::Tensor& param) const;

@@ -10,6 +10,11 @@
 
 namespace mpiaccel::detail {
 
+/// [train] tokenize_from: when data_dir lacks its token files, rank 0 makes
+/// them from that text (tokenize_corpus) while the others wait. A failure
+/// fails every rank with rank 0's message. Collective.
+void prepare_token_files(Accelerator& acc);
+
 /// The bundled model of [train] model, as `mpiaccel train` builds it: seeded
 /// alike on every rank, deferred on ranks >= 1 under FSDP's memory-efficient
 /// init, and with [model] init_from's weights on rank 0 (prepare gives every

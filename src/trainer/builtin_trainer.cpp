@@ -160,6 +160,7 @@ TrainResult train(Accelerator& acc) {
   const TrainConfig& tc = acc.config().train;
   detail::set_activity("preparing the model and data");
   const BuiltinModel& kind = builtin_model(tc.model);
+  detail::prepare_token_files(acc);
   std::shared_ptr<Model> model = detail::build_builtin_model(acc);
   auto train_data = make_dataset(tc, "train");
   auto val_data = make_dataset(tc, "val");

@@ -28,6 +28,13 @@ ParamGather::ParamGather(std::vector<at::Tensor> params, std::vector<ParamShard>
   if (!params_.empty()) buckets_ = assign_buckets(grad_infos(params_), order, bucket_bytes, bucket_bytes);
 }
 
+at::Tensor ParamGather::staging(at::Tensor& area, int64_t numel, const at::TensorOptions& options) {
+  const int64_t bytes = numel * static_cast<int64_t>(options.dtype().itemsize());
+  if (!area.defined() || area.device() != options.device() || area.numel() < bytes)
+    area = at::empty({bytes}, options.dtype(at::kByte));
+  return area.narrow(0, 0, bytes).view(options.dtype().toScalarType());
+}
+
 ParamGather::InFlight ParamGather::launch(size_t b, const std::vector<at::Tensor>& own_rows) {
   const int rank = comm_->rank(), world = comm_->size();
   InFlight flight;
@@ -38,8 +45,8 @@ ParamGather::InFlight ParamGather::launch(size_t b, const std::vector<at::Tensor
   int64_t total = 0;
   for (int64_t c : flight.counts) total += c;
   const at::TensorOptions options = params_[buckets_[b].front()].options().requires_grad(false);
-  flight.input = at::empty({flight.counts[rank]}, options);
-  flight.output = at::empty({total}, options);
+  flight.input = staging(input_areas_[b % 2], flight.counts[rank], options);
+  flight.output = staging(output_areas_[b % 2], total, options);
   int64_t offset = 0;
   for (size_t i : buckets_[b]) {
     const int64_t count = shards_[i].numel(rank);

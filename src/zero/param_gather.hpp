@@ -7,8 +7,9 @@
 // buckets of allgather_bucket_mb; each bucket is one all_gather_uneven of a
 // flat, rank-major buffer (block r = rank r's rows of every parameter of the
 // bucket). At most two buckets are in flight: the next one is launched before
-// the current one is copied out, which bounds the extra memory to about two
-// buckets.
+// the current one is copied out. Their buffers are two staging areas kept
+// from step to step (bucket b uses area b % 2), each as large as the largest
+// bucket: the extra memory is about two buckets, and no step allocates.
 
 #include <ATen/core/Tensor.h>
 
@@ -42,11 +43,16 @@ class ParamGather {
   struct InFlight;
   InFlight launch(size_t bucket, const std::vector<at::Tensor>& own_rows);
   void finish(InFlight& flight, const std::vector<at::Tensor>& own_rows);
+  /// `numel` elements of `options` in staging area `area` (0 or 1, input or
+  /// output side), grown when too small.
+  at::Tensor staging(at::Tensor& area, int64_t numel, const at::TensorOptions& options);
 
   std::vector<at::Tensor> params_;
   std::vector<ParamShard> shards_;
   std::shared_ptr<Communicator> comm_;
   std::vector<std::vector<size_t>> buckets_;
+  at::Tensor input_areas_[2];   // bytes
+  at::Tensor output_areas_[2];  // bytes
 };
 
 }  // namespace mpiaccel::detail

@@ -192,9 +192,12 @@ void ZeroStrategy::step(torch::optim::Optimizer& optimizer) {
 
 void ZeroStrategy::zero_grad(torch::optim::Optimizer& optimizer) {
   require_prepared("zero_grad()");
-  if (all_reducer_) zero_local_grads(sharded_.params);  // in place: .grad stays the bucket view
+  if (all_reducer_) all_reducer_->zero_grad();  // as the LibTorch's Optimizer::zero_grad()
   else shard_reducer_->zero_grad();
-  // Frozen parameters of the optimizer, and the host gradient rows.
+  // The optimizer's rows get their gradients again at the next step
+  // (attach_shard_grads): no pass over their bytes here.
+  for (const at::Tensor& row : sharded_.shard_params) row.mutable_grad() = at::Tensor();
+  // Parameters of the optimizer that the model holds frozen.
   for (const auto& group : optimizer.param_groups()) zero_local_grads(group.params());
 }
 

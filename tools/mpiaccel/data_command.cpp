@@ -2,25 +2,13 @@
 // --model FILE] [--val-fraction F] [--threads N] [--max-sentences N]`:
 // trains a BPE tokenizer on the training part of a text corpus (or takes a
 // given SentencePiece model) and writes OUTPUT/train.tokens, val.tokens and
-// tokenizer.model, the data of `[train] dataset = tokens`.
-//
-// The train/validation split is the byte-level dataset's (read_text_corpus +
-// text_split with the same val_fraction), so a BPE job and the byte-level job
-// are validated on exactly the same text. The tokenizer is trained on the
-// training part only.
-
-#include <ATen/ATen.h>
+// tokenizer.model, the data of `[train] dataset = tokens` (tokenize_corpus;
+// the trainer runs the same for [train] tokenize_from).
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <iterator>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "command.hpp"
@@ -29,8 +17,6 @@
 
 namespace mpiaccel::tool {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct TokenizeArguments {
   std::string input;
@@ -88,74 +74,40 @@ TokenizeArguments parse_tokenize_arguments(const std::vector<std::string>& args)
   return out;
 }
 
-// A directory is a corpus (every text file, as the byte-level dataset reads
-// it); a file is read as it is.
-at::Tensor read_input(const std::string& input) {
-  std::error_code ec;
-  if (fs::is_directory(input, ec)) return read_text_corpus(input);
-  std::ifstream in(input, std::ios::binary);
-  MPIACCEL_CHECK(in.good(), "cannot open --input " + input + ": not a readable file or directory");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  MPIACCEL_CHECK(!bytes.empty(), "--input " + input + " is empty");
-  at::Tensor out = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  std::memcpy(out.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  return out;
-}
-
-std::string as_text(const at::Tensor& bytes) {
-  return std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
-                     static_cast<size_t>(bytes.numel()));
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void print_split(const TokenizedSplit& split) {
+  std::printf("%s: %lld tokens from %lld bytes (%.3f bytes/token)\n", split.path.c_str(),
+              static_cast<long long>(split.tokens), static_cast<long long>(split.bytes),
+              static_cast<double>(split.bytes) / static_cast<double>(split.tokens));
 }
 
 int run_tokenize(const std::vector<std::string>& args) {
   const TokenizeArguments parsed = parse_tokenize_arguments(args);
   const auto start = std::chrono::steady_clock::now();
-  const at::Tensor corpus = read_input(parsed.input);
-  const std::string train_text = as_text(text_split(corpus, "train", parsed.val_fraction));
-  const std::string val_text = as_text(text_split(corpus, "val", parsed.val_fraction));
-  MPIACCEL_CHECK(!val_text.empty(), "--val-fraction " + std::to_string(parsed.val_fraction) +
-                                        " of " + parsed.input + " leaves no validation text");
-
-  std::error_code ec;
-  fs::create_directories(parsed.output, ec);
-  MPIACCEL_CHECK(fs::is_directory(parsed.output, ec),
-                 "cannot create --output " + parsed.output + ": " + ec.message());
-  const std::string model_path = (fs::path(parsed.output) / "tokenizer.model").string();
-  if (parsed.model.empty()) {
-    BpeTrainOptions options;
-    options.vocab_size = parsed.vocab_size;
-    options.num_threads = parsed.threads;
-    options.max_sentences = parsed.max_sentences;
-    train_bpe_tokenizer(train_text, model_path, options);
-    std::printf("tokenizer: BPE with %lld pieces trained on %zu bytes in %.1f s -> %s\n",
-                static_cast<long long>(parsed.vocab_size), train_text.size(), seconds_since(start),
-                model_path.c_str());
-  } else {
-    const Tokenizer check(parsed.model);  // a clear error before anything is copied
-    if (!fs::equivalent(parsed.model, model_path, ec)) {
-      fs::copy_file(parsed.model, model_path, fs::copy_options::overwrite_existing, ec);
-      MPIACCEL_CHECK(!ec, "cannot copy " + parsed.model + " to " + model_path + ": " + ec.message());
-    }
+  TokenizeCorpusOptions options;
+  options.input = parsed.input;
+  options.output = parsed.output;
+  options.model = parsed.model;
+  options.bpe.vocab_size = parsed.vocab_size;
+  options.bpe.num_threads = parsed.threads;
+  options.bpe.max_sentences = parsed.max_sentences;
+  options.val_fraction = parsed.val_fraction;
+  const TokenizedCorpus made = tokenize_corpus(options);
+  if (parsed.model.empty())
+    std::printf("tokenizer: BPE with %lld pieces trained on %lld bytes -> %s\n",
+                static_cast<long long>(made.vocab_size), static_cast<long long>(made.train.bytes),
+                made.model_path.c_str());
+  else
     std::printf("tokenizer: %s (%lld pieces)\n", parsed.model.c_str(),
-                static_cast<long long>(check.vocab_size()));
-  }
-
-  const Tokenizer tokenizer(model_path);
-  const int64_t vocab = tokenizer.vocab_size();
-  for (const auto& [split, text] : {std::pair{"train", &train_text}, std::pair{"val", &val_text}}) {
-    const std::vector<int64_t> ids = tokenizer.encode(*text);
-    const std::string path = (fs::path(parsed.output) / (std::string(split) + ".tokens")).string();
-    write_token_file(path, ids, vocab);
-    std::printf("%s: %zu tokens from %zu bytes (%.3f bytes/token)\n", path.c_str(), ids.size(),
-                text->size(), static_cast<double>(text->size()) / static_cast<double>(ids.size()));
-  }
+                static_cast<long long>(made.vocab_size));
+  print_split(made.train);
+  print_split(made.val);
   std::printf("done in %.1f s; train with [train] dataset = tokens, data_dir = %s (the GPT's "
               "vocabulary follows the files': %lld)\n",
-              seconds_since(start), parsed.output.c_str(), static_cast<long long>(vocab));
+              seconds_since(start), parsed.output.c_str(), static_cast<long long>(made.vocab_size));
   return 0;
 }
 

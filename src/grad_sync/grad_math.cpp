@@ -34,11 +34,14 @@ double local_grad_norm(const std::vector<at::Tensor>& params) {
 
 double sharded_grad_norm(Communicator& comm, const std::vector<at::Tensor>& shard_grads,
                          int replicas) {
-  std::vector<at::Tensor> squares;
+  // Each shard's norm accumulated in double by the reduction itself: casting
+  // the shard to double first made two shard-sized double temporaries (on a
+  // 48M-parameter GPT at np 2, 158 ms against 22 ms for the whole sum).
+  std::vector<at::Tensor> norms;
   for (const at::Tensor& g : shard_grads)
-    if (g.defined()) squares.push_back(g.detach().to(at::kDouble).square().sum());
+    if (g.defined()) norms.push_back(at::linalg_vector_norm(g.detach(), 2, c10::nullopt, false, at::kDouble));
   // One host sync for all shards; a rank without any still joins the sum.
-  const double local = squares.empty() ? 0.0 : at::stack(squares).sum().item<double>();
+  const double local = norms.empty() ? 0.0 : at::stack(norms).square().sum().item<double>();
   return std::sqrt(comm.all_reduce_scalar(local, ReduceOp::Sum) / replicas);
 }
 

@@ -8,7 +8,9 @@ Attention is F.scaled_dot_product_attention(is_causal=True), what ours runs on
 LibTorch 2.x; sdpa=False spells it out as matmul + mask + softmax, what ours
 runs on LibTorch 1.13.
 """
+import contextlib
 import math
+import time
 
 import torch
 import torch.nn as nn
@@ -80,3 +82,21 @@ def param_groups(model, weight_decay):
     and embeddings with weight decay, biases and norms without."""
     return [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": weight_decay},
             {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def timed_step(model, optimizer, tokens, targets, autocast=contextlib.nullcontext):
+    """The step bench_fsdp times for ours: forward and loss (under `autocast`),
+    backward, then clip_grad_norm_ 1.0, the optimizer step and
+    zero_grad(set_to_none=True). Returns [step, forward, backward, optimizer]
+    in milliseconds."""
+    t0 = time.perf_counter()
+    with autocast():
+        loss = loss_of(model, tokens, targets)
+    t1 = time.perf_counter()
+    loss.backward()
+    t2 = time.perf_counter()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    t3 = time.perf_counter()
+    return [(t3 - t0) * 1e3, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3]

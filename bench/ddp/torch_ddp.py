@@ -20,30 +20,18 @@ time in the step, gloo's threads included) the mean over ranks.
 
 import argparse
 import os
-import resource
 import sys
 import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from torch_dist import cpu_ms, init_gloo  # noqa: E402
+
 WIDTH, HIDDEN, BLOCKS, BATCH = 512, 2048, 4, 32
-
-
-def env_int(*names):
-    for name in names:
-        if name in os.environ:
-            return int(os.environ[name])
-    sys.exit("torch_ddp.py: none of %s is set: run it under mpirun (or set RANK/WORLD_SIZE)"
-             % ", ".join(names))
-
-
-def cpu_ms():
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return (usage.ru_utime + usage.ru_stime) * 1000.0
 
 
 def make_model():
@@ -72,12 +60,7 @@ def main():
     args = parser.parse_args()
 
     torch.set_num_threads(1)
-    rank = env_int("OMPI_COMM_WORLD_RANK", "RANK")
-    world = env_int("OMPI_COMM_WORLD_SIZE", "WORLD_SIZE")
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if "MASTER_PORT" not in os.environ:
-        sys.exit("torch_ddp.py: MASTER_PORT is not set (run.sh chooses a free one)")
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=300))
+    rank, world = init_gloo()
 
     torch.manual_seed(0)
     model = DistributedDataParallel(make_model(), bucket_cap_mb=args.bucket_cap_mb,

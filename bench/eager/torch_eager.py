@@ -20,12 +20,11 @@ import contextlib
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from torch_gpt import GPT, loss_of, param_groups  # noqa: E402
+from torch_gpt import GPT, param_groups, timed_step  # noqa: E402
 
 
 def main():
@@ -54,18 +53,9 @@ def main():
         else contextlib.nullcontext
     rows = []
     for it in range(a.warmup + a.iters):
-        t0 = time.perf_counter()
-        with autocast():
-            loss = loss_of(model, tokens, targets)
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        t3 = time.perf_counter()
+        times = timed_step(model, optimizer, tokens, targets, autocast)
         if it >= a.warmup:
-            rows.append([(t3 - t0) * 1e3, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3])
+            rows.append(times)
     medians = [statistics.median(column) for column in zip(*rows)]
     params = sum(t.numel() for t in model.parameters())
     new = not os.path.exists(a.csv)

@@ -24,26 +24,13 @@ import os
 import resource
 import statistics
 import sys
-import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from torch_gpt import GPT, loss_of, param_groups  # noqa: E402
-
-
-def env_int(*names):
-    for name in names:
-        if name in os.environ:
-            return int(os.environ[name])
-    sys.exit("torch_peer.py: none of %s is set: run it under mpirun" % ", ".join(names))
-
-
-def cpu_ms():
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return (usage.ru_utime + usage.ru_stime) * 1000.0
+from torch_dist import cpu_ms, init_gloo  # noqa: E402
+from torch_gpt import GPT, param_groups, timed_step  # noqa: E402
 
 
 def wrap(model, strategy):
@@ -80,12 +67,7 @@ def main():
     label = a.label or "torch_" + a.strategy
 
     torch.set_num_threads(1)
-    rank = env_int("OMPI_COMM_WORLD_RANK", "RANK")
-    world = env_int("OMPI_COMM_WORLD_SIZE", "WORLD_SIZE")
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if "MASTER_PORT" not in os.environ:
-        sys.exit("torch_peer.py: MASTER_PORT is not set (run.sh chooses a free one)")
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=300))
+    rank, world = init_gloo()
 
     torch.manual_seed(0)
     model = wrap(GPT(a.n_layer, a.n_embd, a.n_head, a.seq_len), a.strategy)
@@ -99,18 +81,9 @@ def main():
         if it == 0:
             dist.barrier()
         c0 = cpu_ms()
-        t0 = time.perf_counter()
-        loss = loss_of(model, tokens, targets)
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        t3 = time.perf_counter()
+        times = timed_step(model, optimizer, tokens, targets)
         if it >= 0:
-            rows.append([(t3 - t0) * 1e3, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3,
-                         cpu_ms() - c0])
+            rows.append(times + [cpu_ms() - c0])
 
     times = torch.tensor(rows, dtype=torch.float64)
     slowest = times.clone()

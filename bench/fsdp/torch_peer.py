@@ -70,7 +70,9 @@ def main():
     rank, world = init_gloo()
 
     torch.manual_seed(0)
-    model = wrap(GPT(a.n_layer, a.n_embd, a.n_head, a.seq_len), a.strategy)
+    model = GPT(a.n_layer, a.n_embd, a.n_head, a.seq_len)
+    params = sum(t.numel() for t in model.parameters())  # before sharding
+    model = wrap(model, a.strategy)
     optimizer, kind = make_optimizer(model)
     torch.manual_seed(1 + rank)
     tokens = torch.randint(256, (a.batch, a.seq_len))
@@ -93,7 +95,6 @@ def main():
     mean /= world
     rss = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0], dtype=torch.float64)
     dist.all_reduce(rss, op=dist.ReduceOp.MAX)
-    params = sum(t.numel() for t in GPT(a.n_layer, a.n_embd, a.n_head, a.seq_len).parameters())
     if rank == 0:
         med = [statistics.median(c) for c in slowest[:, :4].t().tolist()]
         cpu = statistics.median(mean[:, 4].tolist())

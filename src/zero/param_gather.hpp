@@ -43,8 +43,9 @@ class ParamGather {
   struct InFlight;
   InFlight launch(size_t bucket, const std::vector<at::Tensor>& own_rows);
   void finish(InFlight& flight, const std::vector<at::Tensor>& own_rows);
-  /// `numel` elements of `options` in staging area `area` (0 or 1, input or
-  /// output side), grown when too small.
+  /// `numel` elements of `options` at the start of `area` (one of the byte
+  /// buffers below), which is reallocated only when too small or on another
+  /// device.
   at::Tensor staging(at::Tensor& area, int64_t numel, const at::TensorOptions& options);
 
   std::vector<at::Tensor> params_;

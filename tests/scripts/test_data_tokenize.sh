@@ -82,12 +82,13 @@ PY
   --model job/runs/fortunes-bpe/tokenizer.model > cmd.txt 2>&1 || { cat cmd.txt; fail "--model failed"; }
 cmp cmd2048/val.tokens job/runs/fortunes-bpe/val.tokens || fail "the job's val.tokens differ from the command's"
 
-# A second run reuses the files (untouched).
-stamp=$(stat -c %Y.%s job/runs/fortunes-bpe/train.tokens)
+# A second run reuses the files (untouched: a rewrite renames a new file
+# over the old one, which changes the inode even within the same second).
+stamp=$(stat -c %i.%Y.%s job/runs/fortunes-bpe/train.tokens)
 rm -rf job/ckpt job/metrics.jsonl
 train_job again.txt || { cat again.txt; fail "the second run exited with $?"; }
 expect_contains again.txt "are there already; using them"
-[ "$stamp" = "$(stat -c %Y.%s job/runs/fortunes-bpe/train.tokens)" ] || fail "the second run rewrote the tokens"
+[ "$stamp" = "$(stat -c %i.%Y.%s job/runs/fortunes-bpe/train.tokens)" ] || fail "the second run rewrote the tokens"
 
 # Text that is not there: every rank stops with rank 0's message, no files.
 rm -rf job/ckpt job/metrics.jsonl

@@ -39,7 +39,7 @@ DEB_PACKAGES := build-essential cmake pkg-config ccache \
   libtorch-dev libopenblas0-openmp \
   libopenmpi-dev openmpi-bin \
   libhdf5-openmpi-dev hdf5-tools \
-  libinih-dev libboost-test-dev libsentencepiece-dev nlohmann-json3-dev \
+  libinih-dev libyaml-cpp-dev libboost-test-dev libsentencepiece-dev nlohmann-json3-dev \
   fortunes dataset-fashion-mnist \
   python3-torch python3-h5py gnuplot-nox python3-venv \
   iproute2 slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge \

@@ -54,6 +54,12 @@ target_compile_definitions(mpiaccel::hdf5 INTERFACE ${HDF5_DEFINITIONS} H5_USE_1
 
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(INIH REQUIRED IMPORTED_TARGET inih)
+# yaml-cpp: Accelerate's YAML config files (src/config/yaml_source.cpp).
+pkg_check_modules(YAMLCPP IMPORTED_TARGET yaml-cpp)
+if(NOT YAMLCPP_FOUND)
+  message(FATAL_ERROR "mpiaccel needs yaml-cpp (yaml-cpp.pc not found). On Debian: apt-get install "
+    "libyaml-cpp-dev (or make deps); elsewhere add its prefix to PKG_CONFIG_PATH.")
+endif()
 # SentencePiece: the BPE tokenizer of `mpiaccel data tokenize` and
 # mpiaccel::Tokenizer (Debian: libsentencepiece-dev). Its types stay out of the
 # public headers (pimpl); it is linked only into the module

@@ -29,7 +29,7 @@ target_include_directories(mpiaccel PUBLIC
 # names no target the user's project would have to recreate.
 target_link_libraries(mpiaccel
   PUBLIC torch MPI::MPI_CXX
-  PRIVATE ${INIH_LINK_LIBRARIES} ${HDF5_C_LIBRARIES} ${ZLIB_LIBRARIES} ${CMAKE_DL_LIBS})
+  PRIVATE ${INIH_LINK_LIBRARIES} ${YAMLCPP_LINK_LIBRARIES} ${HDF5_C_LIBRARIES} ${ZLIB_LIBRARIES} ${CMAKE_DL_LIBS})
 # libstdc++ before LibTorch in users' programs too (MpiaccelDependencies.cmake).
 target_link_options(mpiaccel INTERFACE ${MPIACCEL_STDCXX_FIRST})
 # The tokenizer's SentencePiece module, loaded at run time from beside the

@@ -2,7 +2,7 @@
 # Downloads, on a machine with Debian 12's package registry (this one; `make
 # gpu-debs`), the Debian packages that bench/gpu/run.sh unpacks on the GPU
 # machine, which has CUDA, Python's torch, CMake and ninja but no registry and
-# no MPI, parallel HDF5, inih, Boost.Test or SentencePiece
+# no MPI, parallel HDF5, inih, yaml-cpp, Boost.Test or SentencePiece
 # (docs/benchmarks.md, "GPU"). They land in bench/gpu/debs/ (git-ignored; the
 # device call carries it: about 24 MB). Only what building and running
 # mpiaccel needs, not the packages' whole dependency closure: the C and C++
@@ -19,8 +19,8 @@ PACKAGES=(
   libpciaccess0 libxnvctrl0
   # parallel HDF5 1.10
   libhdf5-openmpi-103-1 libhdf5-openmpi-dev libaec0 libsz2 libcurl4
-  # inih, Boost.Test, SentencePiece, pkg-config, nlohmann/json
-  libinih1 libinih-dev libinireader0 libboost-test1.74.0 libboost-test1.74-dev libboost1.74-dev
+  # inih, yaml-cpp, Boost.Test, SentencePiece, pkg-config, nlohmann/json
+  libinih1 libinih-dev libyaml-cpp0.7 libyaml-cpp-dev libinireader0 libboost-test1.74.0 libboost-test1.74-dev libboost1.74-dev
   libsentencepiece0 libsentencepiece-dev pkgconf pkgconf-bin libpkgconf3 nlohmann-json3-dev
   # the text jobs/gpt2-small-gpu.ini trains on
   fortunes fortunes-min

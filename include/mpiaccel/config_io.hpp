@@ -7,6 +7,7 @@
 
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/config_files.hpp"
 
 namespace mpiaccel {
 
@@ -17,6 +18,12 @@ namespace mpiaccel {
 /// override is invalid). Collective over comm: every rank calls it, in the
 /// same order.
 Config load_config(Communicator& comm, const std::string& path,
+                   const std::vector<std::string>& overrides = {});
+
+/// The same for several files in any format of config_files.hpp: rank 0
+/// reads each and broadcasts it; every rank runs resolve_config on the same
+/// bytes, then checks DeepSpeed's batch arithmetic against comm's size.
+Config load_config(Communicator& comm, const std::vector<std::string>& paths,
                    const std::vector<std::string>& overrides = {});
 
 }  // namespace mpiaccel

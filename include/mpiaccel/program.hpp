@@ -10,8 +10,8 @@
 //
 //   mpirun -np 4 ./train --config job.ini train.max_steps=500 optimizer.lr=1e-3
 //
-// run_main starts MPI (mpiaccel::Runtime), reads the config on rank 0 and
-// broadcasts it (every rank parses the same bytes), applies the
+// run_main starts MPI (mpiaccel::Runtime), reads the config files on rank 0
+// and broadcasts them (every rank parses the same bytes), applies the
 // `section.key=value` overrides of the command line, builds the Accelerator
 // and calls your function. Its failure contract: an exception that every
 // rank throws (a bad config, a missing file found by all) is printed once,
@@ -32,18 +32,21 @@ class Accelerator;
 /// The command line of a program under run_main.
 struct ProgramArgs {
   std::string program;                 ///< argv[0]'s file name
-  std::string config_path;             ///< --config FILE ("" = the defaults)
+  /// Each --config FILE, in order (any format of config_files.hpp); none:
+  /// the user's default config (default_config_path()) if it exists, else
+  /// the defaults.
+  std::vector<std::string> config_paths;
   std::vector<std::string> overrides;  ///< section.key=value
   std::vector<std::string> rest;       ///< everything after `--`, for the program itself
 };
 
-/// Reads `--config FILE` (or --config=FILE, -c FILE), `section.key=value`
+/// Reads `--config FILE` (or --config=FILE, -c FILE; repeatable), `section.key=value`
 /// overrides and, after `--`, the program's own arguments. Throws
 /// std::invalid_argument for anything else.
 ProgramArgs parse_program_args(int argc, char** argv);
 
 struct MainOptions {
-  /// Refuse to run without --config (`mpiaccel train` does).
+  /// Refuse to run without --config or a default config (`mpiaccel train` does).
   bool config_required = false;
   /// Name used in messages; "" = argv[0]'s file name.
   std::string name;

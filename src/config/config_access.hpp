@@ -3,6 +3,8 @@
 // overrides and Config::set, so all three validate and word errors alike.
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "mpiaccel/config.hpp"
 
@@ -12,6 +14,12 @@ namespace mpiaccel::detail {
 /// "[section] key: what is wrong; accepted: ...".
 std::string set_key(Config& config, const std::string& section, const std::string& key,
                     const std::string& value);
+
+/// Parses INI text into `config` (keys not given keep their values) and
+/// returns the keys the text set ("section.key") with their lines, in file
+/// order. Throws ConfigError "SOURCE:LINE: ...".
+std::vector<std::pair<std::string, int>> parse_ini(const std::string& text, const std::string& source,
+                                                   Config& config);
 
 /// Applies one "section.key=value" override; throws ConfigError whose message
 /// starts "<label> 'TEXT': " (label: "override" or "set").

@@ -11,18 +11,20 @@
 
 #include <ini.h>
 
+#include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "config/config_access.hpp"
 #include "config/schema.hpp"
 #include "config/value_text.hpp"
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/config_files.hpp"
 
 namespace mpiaccel {
 namespace {
@@ -174,9 +176,10 @@ int on_key(void* user, const char* section, const char* name, const char* value)
 
 }  // namespace
 
-Config Config::parse(const std::string& text, const std::string& source,
-                     const std::vector<std::string>& overrides) {
-  Config config;
+namespace detail {
+
+std::vector<std::pair<std::string, int>> parse_ini(const std::string& text, const std::string& source,
+                                                   Config& config) {
   ParseState st{text, source, config};
   int result = ini_parse_stream(&read_line, &st, &on_key, &st);
   if (result == -2) throw ConfigError(source + ": out of memory while parsing", __FILE__, __LINE__);
@@ -186,30 +189,26 @@ Config Config::parse(const std::string& text, const std::string& source,
                         "'; accepted: '[section]', 'key = value' or a ';' comment");
   }
   if (st.error_line != 0) throw ConfigError(st.error, __FILE__, __LINE__);
+  std::vector<std::pair<std::string, int>> keys;
+  for (const auto& [name, line] : st.first_line) {
+    if (find_key(name.first, name.second) != nullptr) keys.emplace_back(name.first + "." + name.second, line);
+  }
+  std::sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  return keys;
+}
+
+}  // namespace detail
+
+Config Config::parse(const std::string& text, const std::string& source,
+                     const std::vector<std::string>& overrides) {
+  Config config;
+  detail::parse_ini(text, source, config);
   for (const auto& o : overrides) detail::apply_assignment(config, o, "override");
   return config;
 }
 
 Config Config::load_file(const std::string& path, const std::vector<std::string>& overrides) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    int err = errno;
-    throw ConfigError("config file '" + path + "' " +
-                          (err == ENOENT ? "not found" : "cannot be opened") + ": " +
-                          std::strerror(err),
-                      __FILE__, __LINE__);
-  }
-  std::string text;
-  char chunk[65536];
-  size_t n = 0;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), file)) > 0) text.append(chunk, n);
-  int err = std::ferror(file) ? errno : 0;
-  std::fclose(file);
-  if (err != 0) {
-    throw ConfigError("config file '" + path + "' cannot be read: " + std::strerror(err), __FILE__,
-                      __LINE__);
-  }
-  return parse(text, path, overrides);
+  return parse(read_config_file(path).text, path, overrides);
 }
 
 }  // namespace mpiaccel

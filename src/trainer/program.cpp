@@ -3,6 +3,8 @@
 
 #include "mpiaccel/program.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -10,6 +12,7 @@
 
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/comm.hpp"
+#include "mpiaccel/config_files.hpp"
 #include "mpiaccel/config_io.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/runtime.hpp"
@@ -22,6 +25,14 @@ std::string file_name(const char* path) {
   const std::string p = path ? path : "program";
   const size_t slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+// No --config: the file `mpiaccel config` wrote, when there is one (programs
+// with a config of their own, options.config_text, do not read it).
+std::vector<std::string> user_default_config() {
+  const std::string path = default_config_path();
+  if (path.empty() || access(path.c_str(), R_OK) != 0) return {};
+  return {path};
 }
 
 // Before MPI starts, the launcher's environment says which rank this is;
@@ -55,9 +66,9 @@ ProgramArgs parse_program_args(int argc, char** argv) {
     }
     if (a == "--config" || a == "-c") {
       if (i + 1 >= argc) throw std::invalid_argument("--config needs a file");
-      out.config_path = argv[++i];
+      out.config_paths.push_back(argv[++i]);
     } else if (a.rfind("--config=", 0) == 0) {
-      out.config_path = a.substr(9);
+      out.config_paths.push_back(a.substr(9));
     } else if (a.find('=') != std::string::npos && a[0] != '-') {
       out.overrides.push_back(a);
     } else {
@@ -75,8 +86,9 @@ int run_main(int argc, char** argv, const std::function<int(Accelerator&, const 
   const std::string name = options.name.empty() ? file_name(argc > 0 ? argv[0] : nullptr) : options.name;
   try {
     args = parse_program_args(argc, argv);
-    if (options.config_required && args.config_path.empty())
-      throw std::invalid_argument("--config FILE is required");
+    if (args.config_paths.empty() && options.config_text.empty()) args.config_paths = user_default_config();
+    if (options.config_required && args.config_paths.empty())
+      throw std::invalid_argument("--config FILE is required (or write a default config with `mpiaccel config`)");
   } catch (const std::invalid_argument& e) {
     if (launched_as_rank_zero()) {
       std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
@@ -90,8 +102,8 @@ int run_main(int argc, char** argv, const std::function<int(Accelerator&, const 
     {
       // Rank 0 reads the file; every rank parses the same bytes.
       auto bootstrap = make_mpi_world(runtime, std::chrono::seconds(120));
-      if (!args.config_path.empty())
-        config = load_config(*bootstrap, args.config_path, args.overrides);
+      if (!args.config_paths.empty())
+        config = load_config(*bootstrap, args.config_paths, args.overrides);
       else if (!options.config_text.empty())
         config = Config::parse(options.config_text, options.name + " (its config)", args.overrides);
       else

@@ -8,6 +8,7 @@
 #   usage: run.sh BUILD_DIR [SECONDS] [NAME...]   (default: every harness)
 # Harnesses (tests/fuzz/fuzz_NAME.cpp) and the sources each one compiles:
 #   config       the INI parser and schema
+#   config_files the Accelerate YAML, DeepSpeed and Trainer JSON readers and tables
 #   manifest     the checkpoint manifest and attribute decoder
 #   safetensors  the safetensors reader
 #   token_file   the token file header and reader
@@ -21,7 +22,7 @@ root=$(cd "$here/../.." && pwd)
 out=$build/fuzz
 mkdir -p "$out/obj"
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(config manifest safetensors token_file idx)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(config config_files manifest safetensors token_file idx)
 
 torch=$("$root/.venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2> /dev/null) ||
   { echo "FAIL: no torch in $root/.venv: run make deps" >&2; exit 1; }
@@ -55,8 +56,12 @@ link() {
 src=$root/src
 for name in "${harnesses[@]}"; do
   case $name in
-    config) link config "$here/fuzz_config.cpp" "$src"/config/{config,derived,ini_parse,schema,value_text}.cpp \
+    config) link config "$here/fuzz_config.cpp" "$src"/config/{config,derived,ini_parse,schema,value_text,read_config_file}.cpp \
               "$src/core/error.cpp" -- -linih ;;
+    config_files) link config_files "$here/fuzz_config_files.cpp" \
+                    "$src"/config/{config,derived,ini_parse,schema,value_text,read_config_file,config_files,config_report}.cpp \
+                    "$src"/config/{translator,json_source,yaml_source,accelerate_yaml,deepspeed_json}.cpp \
+                    "$src"/config/{trainer_fsdp,training_arguments_json}.cpp "$src/core/error.cpp" -- -linih -lyaml-cpp ;;
     manifest) link manifest "$here/fuzz_manifest.cpp" \
                 "$src"/checkpoint/{manifest_reader,manifest_codec,shard_table_writer,shard_record_type}.cpp \
                 "$src"/checkpoint/{h5_attributes,h5_types}.cpp "$src"/core/{error,dtype_names}.cpp \

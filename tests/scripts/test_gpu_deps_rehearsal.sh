@@ -51,9 +51,10 @@ if(NOT HDF5_IS_PARALLEL)
 endif()
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(INIH REQUIRED IMPORTED_TARGET inih)
+pkg_check_modules(YAMLCPP REQUIRED IMPORTED_TARGET yaml-cpp)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 find_package(Boost REQUIRED COMPONENTS unit_test_framework)
-message(STATUS "rehearsal: MPI ${MPI_CXX_VERSION} ${MPI_CXX_INCLUDE_DIRS}; HDF5 ${HDF5_VERSION} ${HDF5_INCLUDE_DIRS}; inih ${INIH_INCLUDE_DIRS}; sentencepiece ${SENTENCEPIECE_LINK_LIBRARIES}; Boost ${Boost_VERSION} ${Boost_INCLUDE_DIRS}")
+message(STATUS "rehearsal: MPI ${MPI_CXX_VERSION} ${MPI_CXX_INCLUDE_DIRS}; HDF5 ${HDF5_VERSION} ${HDF5_INCLUDE_DIRS}; inih ${INIH_INCLUDE_DIRS}; yaml-cpp ${YAMLCPP_LINK_LIBRARIES}; sentencepiece ${SENTENCEPIECE_LINK_LIBRARIES}; Boost ${Boost_VERSION} ${Boost_INCLUDE_DIRS}")
 EOF
 
 cat > inside.sh <<EOF

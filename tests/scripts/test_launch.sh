@@ -21,7 +21,7 @@ expect_contains cmd.txt "mpirun -np 2 "
 expect_contains cmd.txt " --map-by ppr:2:node:PE=1 --bind-to core "
 expect_contains cmd.txt " -x OMP_NUM_THREADS=1 "
 expect_contains cmd.txt " -x NCCL_DEBUG "
-expect_contains cmd.txt "$MPIACCEL train train.max_steps=3 --config run.ini"
+expect_contains cmd.txt "$MPIACCEL train --config run.ini train.max_steps=3"
 if [ "$(id -u)" = 0 ]; then expect_contains cmd.txt " --allow-run-as-root "; fi
 
 # A user's OMP_NUM_THREADS wins; more ranks than cores oversubscribe unbound.

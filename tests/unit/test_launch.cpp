@@ -12,6 +12,7 @@
 
 #include "command.hpp"
 #include "launch_plan.hpp"
+#include "mpiaccel/config_files.hpp"
 
 namespace {
 
@@ -28,7 +29,7 @@ LaunchRequest request(int machines, int processes, std::vector<std::string> prog
   LaunchRequest r;
   r.launch.num_machines = machines;
   r.launch.num_processes = processes;
-  r.config_path = config;
+  if (!config.empty()) r.config_paths = {config};
   r.program = std::move(program);
   return r;
 }
@@ -190,15 +191,18 @@ BOOST_AUTO_TEST_CASE(user_launcher_arguments_replace_ours) {
   BOOST_TEST(has(srun, "-K1"));
 }
 
-BOOST_AUTO_TEST_CASE(the_config_is_passed_only_to_mpiaccel_train_without_one) {
+BOOST_AUTO_TEST_CASE(the_configs_are_passed_to_mpiaccel_train_before_its_own) {
   auto given = plan_launch(request(1, 1, {"mpiaccel", "train", "--config=other.ini"}), {}, HostFacts{});
-  BOOST_TEST(given.argv.back() == "--config=other.ini");
+  BOOST_TEST(has_words(given, {"mpiaccel", "train", "--config", "run.ini", "--config=other.ini"}));
+  auto defaults = request(1, 1, {"mpiaccel", "train", "--config=other.ini"});
+  defaults.config_is_default = true;
+  BOOST_TEST(plan_launch(defaults, {}, HostFacts{}).argv.back() == "--config=other.ini");
   auto other = plan_launch(request(1, 1, {"./my_trainer", "train"}), {}, HostFacts{});
   BOOST_TEST(other.argv.back() == "train");
   auto env = plan_launch(request(1, 1, {"/opt/bin/mpiaccel", "env"}), {}, HostFacts{});
   BOOST_TEST(env.argv.back() == "env");
   auto path = plan_launch(request(1, 1, {"/opt/bin/mpiaccel", "train", "x=1"}), {}, HostFacts{});
-  BOOST_TEST(has_words(path, {"/opt/bin/mpiaccel", "train", "x=1", "--config", "run.ini"}));
+  BOOST_TEST(has_words(path, {"/opt/bin/mpiaccel", "train", "--config", "run.ini", "x=1"}));
   auto none = plan_launch(request(1, 1, {"mpiaccel", "train"}, ""), {}, HostFacts{});
   BOOST_TEST(none.argv.back() == "train");
 }
@@ -226,7 +230,7 @@ BOOST_AUTO_TEST_CASE(slurm_compressed_counts) {
 }
 
 BOOST_AUTO_TEST_CASE(default_config_path_follows_xdg) {
-  using mpiaccel::tool::default_config_path;
+  using mpiaccel::default_config_path;
   BOOST_TEST(default_config_path({{"XDG_CONFIG_HOME", "/x"}, {"HOME", "/h"}}) == "/x/mpiaccel/default.ini");
   BOOST_TEST(default_config_path({{"XDG_CONFIG_HOME", ""}, {"HOME", "/h"}}) ==
              "/h/.config/mpiaccel/default.ini");

@@ -18,6 +18,7 @@
 #include "command.hpp"
 #include "launch_plan.hpp"
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/config_files.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/runtime.hpp"
 
@@ -28,6 +29,7 @@ namespace fs = std::filesystem;
 
 struct ConfigArguments {
   bool defaults = false;
+  std::vector<std::string> from;  // --from FILE...: translate instead of asking
   std::string output;  // "" = the default file, "-" = stdout
   std::vector<std::string> overrides;
 };
@@ -38,6 +40,11 @@ ConfigArguments parse_config_arguments(const std::vector<std::string>& args) {
     const auto& a = args[i];
     if (a == "--defaults") {
       out.defaults = true;
+    } else if (a == "--from") {
+      while (i + 1 < args.size() && args[i + 1][0] != '-' && args[i + 1].find('=') == std::string::npos) {
+        out.from.push_back(args[++i]);
+      }
+      if (out.from.empty()) throw UsageError("--from needs one or more config files");
     } else if (a == "-o" || a == "--output") {
       if (i + 1 >= args.size()) throw UsageError(a + " needs a file");
       out.output = args[++i];
@@ -189,8 +196,21 @@ void write_file(const std::string& path, const std::string& text) {
   MPIACCEL_CHECK(!error, "cannot rename '" + tmp + "' to '" + path + "': " + error.message());
 }
 
+// --from: the files' translation, with where each key came from.
+int translate_files(const ConfigArguments& parsed) {
+  const std::string text = describe_resolution(resolve_config_files(parsed.from, parsed.overrides));
+  if (parsed.output.empty() || parsed.output == "-") {
+    std::cout << text;
+    return 0;
+  }
+  write_file(parsed.output, text);
+  std::cout << "mpiaccel config: wrote " << parsed.output << "\n";
+  return 0;
+}
+
 int run_config(const std::vector<std::string>& args, int*, char***) {
   auto parsed = parse_config_arguments(args);
+  if (!parsed.from.empty()) return translate_files(parsed);
   std::string output = parsed.output;
   if (output.empty()) {
     output = default_config_path(process_environment());
@@ -223,7 +243,8 @@ int run_config(const std::vector<std::string>& args, int*, char***) {
 
 extern const Command kConfigCommand = {
     "config", "ask how to run (machines, ranks, strategy, precision) and write a config",
-    "usage: mpiaccel config [--defaults] [-o FILE] [section.key=value ...]\n\n"
+    "usage: mpiaccel config [--defaults] [-o FILE] [section.key=value ...]\n"
+    "       mpiaccel config --from FILE... [-o FILE] [section.key=value ...]\n\n"
     "Asks on stdin, like `accelerate config`: machines and processes, cores per process,\n"
     "launcher, strategy and its main options (DDP buckets, FSDP sharding and wrap policy,\n"
     "ZeRO stage and offload), mixed precision, checkpoint directory and cadence. Enter\n"
@@ -237,6 +258,12 @@ extern const Command kConfigCommand = {
     "                          and keeps the keys no question is about.\n"
     "  --defaults              write without asking\n"
     "  section.key=value       set a key before the questions (e.g. train.max_steps=500)\n\n"
+    "  --from FILE...          translate config files instead of asking: INI, Accelerate\n"
+    "                          YAML, DeepSpeed JSON, the Trainer's fsdp_config or\n"
+    "                          TrainingArguments JSON, combined as `mpiaccel train` combines\n"
+    "                          several --config; prints (or writes to -o FILE) an INI of every\n"
+    "                          key they set, each under the file:line it came from, then\n"
+    "                          the keys that were moot and why (docs/config.md)\n\n"
     "If input ends before the last answer, nothing is written (exit status 1).\n",
     run_config};
 

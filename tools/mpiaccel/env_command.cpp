@@ -8,18 +8,28 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "command.hpp"
 #include "mpiaccel/comm.hpp"
+#include "mpiaccel/config_files.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/runtime.hpp"
 #include "mpiaccel/version.hpp"
 
 namespace mpiaccel::tool {
 namespace {
+
+// The file train, launch and run_main programs read when given no --config.
+std::string default_config_description() {
+  const std::string path = default_config_path();
+  if (path.empty()) return "none (neither XDG_CONFIG_HOME nor HOME is set)";
+  return path + (std::ifstream(path).good() ? " (read when no --config is given)"
+                                            : " (absent: the built-in defaults without --config)");
+}
 
 std::string env_or(const char* name, const char* fallback = "-") {
   const char* value = std::getenv(name);
@@ -78,6 +88,7 @@ int run_env(const std::vector<std::string>& args, int* argc, char*** argv) {
       << "  HDF5            " << hdf5_version() << "\n"
       << "  NCCL            " << (nccl_available() ? nccl_version() : std::string("not built")) << "\n"
       << "  inih            " << MPIACCEL_INIH_VERSION << "\n"
+      << "  yaml-cpp        " << MPIACCEL_YAMLCPP_VERSION << "\n"
       << "  Boost           " << boost_version() << "\n\n"
       << "build\n"
       << "  build type      " << MPIACCEL_BUILD_TYPE << "\n"
@@ -87,7 +98,8 @@ int run_env(const std::vector<std::string>& args, int* argc, char*** argv) {
       << "  world size      " << rt.world_size() << " on " << rt.node_count() << " node(s)\n"
       << "  launcher        " << launcher_name(rt.launch().launcher) << "\n"
       << "  Slurm job       " << env_or("SLURM_JOB_ID") << " step " << env_or("SLURM_STEP_ID") << "\n"
-      << "  OMPI_MCA_fcoll  " << env_or("OMPI_MCA_fcoll") << "\n\n"
+      << "  OMPI_MCA_fcoll  " << env_or("OMPI_MCA_fcoll") << "\n"
+      << "  default config  " << default_config_description() << "\n\n"
       << " rank  host             local       node      launcher  device   OMP_THREADS  CUDA_VISIBLE\n";
   for (const auto& row : rows) out << row << "\n";
   std::fputs(out.str().c_str(), stdout);

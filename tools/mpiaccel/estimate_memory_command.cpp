@@ -1,4 +1,4 @@
-// `mpiaccel estimate-memory [--config F] [--world N] [--json] [section.key=value ...]`:
+// `mpiaccel estimate-memory [--config F]... [--world N] [--json] [section.key=value ...]`:
 // per-rank bytes of parameters, gradients, optimizer state, gathered units
 // and activations for every strategy and precision (src/estimate). Runs
 // without MPI: nothing is launched and no model is built.
@@ -10,13 +10,14 @@
 
 #include "command.hpp"
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/config_files.hpp"
 #include "mpiaccel/estimate.hpp"
 
 namespace mpiaccel::tool {
 namespace {
 
 struct EstimateArguments {
-  std::string config_path;
+  std::vector<std::string> config_paths;
   int world = 0;  // 0: [launch] num_processes
   bool json = false;
   std::vector<std::string> overrides;
@@ -30,7 +31,7 @@ EstimateArguments parse_estimate_arguments(const std::vector<std::string>& args)
       if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
       const std::string& value = args[++i];
       if (a == "--config") {
-        out.config_path = value;
+        out.config_paths.push_back(value);
         continue;
       }
       char* end = nullptr;
@@ -51,8 +52,7 @@ EstimateArguments parse_estimate_arguments(const std::vector<std::string>& args)
 
 int run_estimate_memory(const std::vector<std::string>& args, int*, char***) {
   const EstimateArguments parsed = parse_estimate_arguments(args);
-  const Config config = parsed.config_path.empty() ? Config::defaults(parsed.overrides)
-                                                   : Config::load_file(parsed.config_path, parsed.overrides);
+  const Config config = resolve_config_files(parsed.config_paths, parsed.overrides).config;
   const int world = parsed.world > 0 ? parsed.world : static_cast<int>(config.launch.num_processes);
   const ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
   const ModelFootprint model = model_footprint(config.train.model, spec);
@@ -65,7 +65,7 @@ int run_estimate_memory(const std::vector<std::string>& args, int*, char***) {
 
 extern const Command kEstimateMemoryCommand = {
     "estimate-memory", "per-rank memory of params, grads, optimizer state and activations per strategy",
-    "usage: mpiaccel estimate-memory [--config FILE] [--world N] [--json] [section.key=value ...]\n"
+    "usage: mpiaccel estimate-memory [--config FILE]... [--world N] [--json] [section.key=value ...]\n"
     "\n"
     "Estimates the bytes each rank needs for the model of FILE ([train] model, [model],\n"
     "[train] seq_len and batch_size, [optimizer] name) under every strategy (ddp, zero1,\n"
@@ -75,7 +75,8 @@ extern const Command kEstimateMemoryCommand = {
     "activations of one micro-batch (Korthikanti et al.; with [fsdp]\n"
     "activation_checkpointing = true only the units' inputs). Nothing is allocated.\n"
     "\n"
-    "  --config FILE  the run's config (default: the built-in defaults)\n"
+    "  --config FILE  the run's config, repeatable, in any format `mpiaccel train` reads\n"
+    "                 (default: the built-in defaults)\n"
     "  --world N      ranks (default: [launch] num_processes)\n"
     "  --json         one JSON object with exact byte counts instead of the table\n"
     "  section.key=value  overrides, as for `mpiaccel train`\n"

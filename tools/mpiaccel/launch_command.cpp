@@ -1,4 +1,4 @@
-// `mpiaccel launch [--dry-run] [--config F] [launch.key=value ...] -- PROGRAM ARGS`:
+// `mpiaccel launch [--dry-run] [--config F]... [launch.key=value ...] -- PROGRAM ARGS`:
 // starts PROGRAM under mpirun, or srun inside a Slurm allocation, with the
 // shape of [launch] (the command itself is built by launch_plan.cpp).
 
@@ -21,6 +21,7 @@
 #include "command.hpp"
 #include "launch_plan.hpp"
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/config_files.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/runtime.hpp"
 
@@ -29,7 +30,7 @@ namespace {
 
 struct LaunchArguments {
   bool dry_run = false;
-  std::string config_path;
+  std::vector<std::string> config_paths;
   std::vector<std::string> overrides;
   std::vector<std::string> program;
 };
@@ -47,9 +48,9 @@ LaunchArguments parse_launch_arguments(const std::vector<std::string>& args) {
       out.dry_run = true;
     } else if (a == "--config" || a == "-c") {
       if (i + 1 >= args.size()) throw UsageError("--config needs a file");
-      out.config_path = args[++i];
+      out.config_paths.push_back(args[++i]);
     } else if (a.rfind("--config=", 0) == 0) {
-      out.config_path = a.substr(9);
+      out.config_paths.push_back(a.substr(9));
     } else if (a.find('=') != std::string::npos && a[0] != '-') {
       if (a.rfind("launch.", 0) != 0) {
         throw UsageError("'" + a + "': only [launch] keys are set here; training overrides go after "
@@ -107,15 +108,15 @@ int physical_cores() {
 int run_launch(const std::vector<std::string>& args, int*, char***) {
   auto parsed = parse_launch_arguments(args);
   const auto env = process_environment();
-  if (parsed.config_path.empty()) {
+  const bool use_default = parsed.config_paths.empty();
+  if (use_default) {
     // Like `accelerate launch`: the file `mpiaccel config` wrote is the default.
     std::string fallback = default_config_path(env);
-    if (!fallback.empty() && std::filesystem::exists(fallback)) parsed.config_path = fallback;
+    if (!fallback.empty() && std::filesystem::exists(fallback)) parsed.config_paths.push_back(fallback);
   }
-  Config config = parsed.config_path.empty() ? Config::defaults(parsed.overrides)
-                                             : Config::load_file(parsed.config_path, parsed.overrides);
+  const Config config = resolve_config_files(parsed.config_paths, parsed.overrides).config;
 
-  LaunchRequest request{config.launch, parsed.config_path, parsed.program};
+  LaunchRequest request{config.launch, parsed.config_paths, use_default, parsed.program};
   HostFacts host{physical_cores(), geteuid() == 0};
   LaunchPlan plan = plan_launch(request, env, host);
   for (const auto& note : plan.notes) std::cerr << "mpiaccel: launch: note: " << note << "\n";
@@ -131,7 +132,7 @@ int run_launch(const std::vector<std::string>& args, int*, char***) {
 
 extern const Command kLaunchCommand = {
     "launch", "run a program under mpirun or srun with the shape of [launch]",
-    "usage: mpiaccel launch [--dry-run] [--config FILE] [launch.key=value ...] -- PROGRAM [ARGS]\n\n"
+    "usage: mpiaccel launch [--dry-run] [--config FILE]... [launch.key=value ...] -- PROGRAM [ARGS]\n\n"
     "Builds the launcher command from [launch] (num_machines, num_processes, launcher,\n"
     "cpus_per_process, mpirun_args, srun_args) and runs it in place of this process, so\n"
     "signals reach the launcher and its exit status is this command's.\n\n"
@@ -144,10 +145,13 @@ extern const Command kLaunchCommand = {
     "                  the allocation wins over [launch] num_processes/num_machines\n\n"
     "OMP_NUM_THREADS is the cores per rank (cpus_per_process, or the node's cores / ranks\n"
     "per node, at least 1) unless it is already set in the environment.\n"
-    "`mpiaccel train` without --config gets --config FILE appended.\n\n"
+    "`mpiaccel train` gets the launch's --config FILEs (before its own); the default\n"
+    "config only when it has none.\n\n"
     "options:\n"
-    "  --config FILE, -c FILE  the config (default: $XDG_CONFIG_HOME/mpiaccel/default.ini\n"
-    "                          if it exists, else the built-in defaults)\n"
+    "  --config FILE, -c FILE  the config, repeatable: INI, Accelerate YAML, DeepSpeed JSON,\n"
+    "                          Trainer fsdp_config or TrainingArguments JSON (docs/config.md;\n"
+    "                          default: $XDG_CONFIG_HOME/mpiaccel/default.ini if it exists,\n"
+    "                          else the built-in defaults)\n"
     "  launch.key=value        override a [launch] key, e.g. launch.num_processes=4\n"
     "  --dry-run               print the command (one shell line) instead of running it\n\n"
     "example:\n"

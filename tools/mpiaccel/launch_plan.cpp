@@ -46,19 +46,22 @@ std::string basename_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// `mpiaccel train` without --config gets the launch's config, so the launch
-// shape and the training run read the same file.
+// `mpiaccel train` gets the launch's config files, so the launch shape and
+// the training run read the same files (an Accelerate YAML on the launch
+// line, the model's INI on train's, as `accelerate launch --config_file`
+// configures the script it starts).
 std::vector<std::string> program_with_config(const LaunchRequest& request) {
   std::vector<std::string> program = request.program;
-  if (request.config_path.empty() || basename_of(program.front()) != "mpiaccel") return program;
-  bool is_train = std::find(program.begin() + 1, program.end(), "train") != program.end();
-  bool has_config = std::any_of(program.begin() + 1, program.end(), [](const std::string& a) {
+  if (request.config_paths.empty() || basename_of(program.front()) != "mpiaccel") return program;
+  const auto train = std::find(program.begin() + 1, program.end(), "train");
+  if (train == program.end()) return program;
+  const bool has_config = std::any_of(program.begin() + 1, program.end(), [](const std::string& a) {
     return a == "--config" || a == "-c" || starts_with(a, "--config=");
   });
-  if (is_train && !has_config) {
-    program.push_back("--config");
-    program.push_back(request.config_path);
-  }
+  if (has_config && request.config_is_default) return program;
+  std::vector<std::string> configs;
+  for (const auto& path : request.config_paths) configs.insert(configs.end(), {"--config", path});
+  program.insert(train + 1, configs.begin(), configs.end());
   return program;
 }
 
@@ -311,14 +314,5 @@ std::vector<std::string> split_shell_words(const std::string& text) {
   return words;
 }
 
-std::string default_config_path(const Env& env) {
-  std::string base = value_of(env, "XDG_CONFIG_HOME");
-  if (base.empty()) {
-    std::string home = value_of(env, "HOME");
-    if (home.empty()) return "";
-    base = home + "/.config";
-  }
-  return base + "/mpiaccel/default.ini";
-}
 
 }  // namespace mpiaccel::tool

@@ -21,7 +21,12 @@ struct HostFacts {
 
 struct LaunchRequest {
   LaunchConfig launch;               ///< [launch] of the config
-  std::string config_path;           ///< passed on to `mpiaccel train`; "" = none
+  /// Passed on to `mpiaccel train`, each as --config right after `train`
+  /// (before its own --config files): the launch's files configure the run.
+  std::vector<std::string> config_paths;
+  /// config_paths is the user's default config, not named on the command
+  /// line: passed only to a `mpiaccel train` given no --config of its own.
+  bool config_is_default = false;
   std::vector<std::string> program;  ///< PROGRAM ARGS (non-empty)
 };
 
@@ -68,10 +73,5 @@ std::vector<std::string> split_shell_words(const std::string& text);
 /// Expands Slurm's compressed per-node task counts, e.g. "4(x2),3" → {4, 4, 3}.
 /// Throws UsageError on text Slurm would not write.
 std::vector<int> expand_slurm_counts(const std::string& text);
-
-/// The default config file: $XDG_CONFIG_HOME/mpiaccel/default.ini, or
-/// $HOME/.config/mpiaccel/default.ini when XDG_CONFIG_HOME is unset or empty.
-/// "" when neither variable is set.
-std::string default_config_path(const std::map<std::string, std::string>& env);
 
 }  // namespace mpiaccel::tool

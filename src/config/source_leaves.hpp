@@ -1,0 +1,35 @@
+#pragma once
+// A foreign config file (Accelerate YAML, DeepSpeed or Trainer JSON) as a flat
+// list of leaves, in file order: "zero_optimization.offload_optimizer.device"
+// = "cpu" at line 7. Nested mappings flatten into dotted paths; a list, a
+// scalar or an empty mapping is a leaf. YAML scalars are resolved as YAML 1.2's
+// core schema does (true, 4, 1e-4, null), so both formats give the same JSON
+// values to the key tables.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mpiaccel::detail {
+
+struct SourceLeaf {
+  std::string path;
+  nlohmann::json value;
+  int line = 0;
+};
+
+/// Mappings nested deeper than this are refused (no config format nests
+/// beyond four levels; a bound keeps hostile files from exhausting the stack).
+constexpr int kMaxSourceDepth = 32;
+
+/// Throw ConfigError "SOURCE:LINE: ..." for a syntax error, a top level that
+/// is not a mapping, a duplicate key or nesting deeper than kMaxSourceDepth.
+std::vector<SourceLeaf> read_yaml_leaves(const std::string& text, const std::string& source);
+std::vector<SourceLeaf> read_json_leaves(const std::string& text, const std::string& source);
+
+/// A leaf value as a setting's text: a string as it is, a list as its items
+/// joined by ", ", anything else as JSON.
+std::string leaf_text(const nlohmann::json& value);
+
+}  // namespace mpiaccel::detail

@@ -1,0 +1,142 @@
+// The key-rule machinery shared by every foreign format.
+
+#include "config/translator.hpp"
+
+#include <utility>
+
+namespace mpiaccel::detail {
+
+Translator::Translator(std::string source, std::string format, std::vector<SourceLeaf> leaves)
+    : source_(std::move(source)), format_(std::move(format)), leaves_(std::move(leaves)) {}
+
+std::string Translator::origin(const SourceLeaf& leaf) const {
+  return source_ + ":" + std::to_string(leaf.line);
+}
+
+void Translator::set(const SourceLeaf& leaf, const std::string& key, const std::string& value) {
+  auto& into = weak_ ? result_.weak_settings : result_.settings;
+  into.push_back({key, value, origin(leaf), leaf.path});
+}
+
+void Translator::moot(const SourceLeaf& leaf, const std::string& reason) {
+  if (weak_) return;
+  result_.moot.push_back({origin(leaf), leaf.path, reason});
+}
+
+void Translator::refuse(const SourceLeaf& leaf, const std::string& why) const {
+  throw ConfigError(origin(leaf) + ": " + leaf.path + " = " + leaf.value.dump() + ": " + why,
+                    __FILE__, __LINE__);
+}
+
+bool Translator::boolean(const SourceLeaf& leaf) const {
+  if (leaf.value.is_boolean()) return leaf.value.get<bool>();
+  if (leaf.value.is_string()) {
+    const std::string text = leaf.value.get<std::string>();
+    if (text == "true" || text == "True") return true;
+    if (text == "false" || text == "False") return false;
+  }
+  refuse(leaf, "not a boolean; accepted: true or false");
+}
+
+int64_t Translator::integer(const SourceLeaf& leaf) const {
+  if (leaf.value.is_number_integer()) return leaf.value.get<int64_t>();
+  if (leaf.value.is_number_float()) {
+    const double value = leaf.value.get<double>();
+    if (value == static_cast<double>(static_cast<int64_t>(value)) && value > -9e18 && value < 9e18) {
+      return static_cast<int64_t>(value);
+    }
+  }
+  refuse(leaf, "not an integer; accepted: a whole number");
+}
+
+double Translator::number(const SourceLeaf& leaf) const {
+  if (leaf.value.is_number()) return leaf.value.get<double>();
+  refuse(leaf, "not a number; accepted: a number");
+}
+
+std::string Translator::text(const SourceLeaf& leaf) const {
+  if (leaf.value.is_string() || leaf.value.is_number() || leaf.value.is_boolean()) return leaf_text(leaf.value);
+  refuse(leaf, "not a single value; accepted: text or a number");
+}
+
+bool Translator::is_auto(const SourceLeaf& leaf) {
+  return leaf.value.is_string() && leaf.value.get<std::string>() == "auto";
+}
+
+const SourceLeaf* Translator::find(const std::string& path) const {
+  for (const auto& leaf : leaves_) {
+    if (leaf.path == path) return &leaf;
+  }
+  return nullptr;
+}
+
+Apply to_flag(const std::string& key) {
+  return [key](Translator& t, const SourceLeaf& leaf) { t.set(leaf, key, t.boolean(leaf) ? "true" : "false"); };
+}
+
+Apply to_integer(const std::string& key) {
+  return [key](Translator& t, const SourceLeaf& leaf) { t.set(leaf, key, std::to_string(t.integer(leaf))); };
+}
+
+Apply to_number(const std::string& key) {
+  return [key](Translator& t, const SourceLeaf& leaf) { t.set(leaf, key, leaf_text(t.number(leaf))); };
+}
+
+Apply to_text(const std::string& key) {
+  return [key](Translator& t, const SourceLeaf& leaf) { t.set(leaf, key, t.text(leaf)); };
+}
+
+Apply to_choice(const std::string& key, const std::vector<std::pair<std::string, std::string>>& values) {
+  return [key, values](Translator& t, const SourceLeaf& leaf) {
+    const std::string given = t.text(leaf);
+    std::string accepted;
+    for (const auto& [file_value, ours] : values) {
+      if (file_value == given) return t.set(leaf, key, ours);
+      accepted += (accepted.empty() ? "" : "|") + file_value;
+    }
+    t.refuse(leaf, "not a value mpiaccel supports; accepted: " + accepted);
+  };
+}
+
+const KeyRule* find_rule(const std::vector<KeyRule>& table, const std::string& path) {
+  for (const auto& rule : table) {
+    if (rule.key == path) return &rule;
+  }
+  const KeyRule* best = nullptr;  // the longest matching "prefix.*"
+  for (const auto& rule : table) {
+    const size_t star = rule.key.size() >= 2 ? rule.key.size() - 1 : std::string::npos;
+    if (star == std::string::npos || rule.key.compare(star - 1, 2, ".*") != 0) continue;
+    const std::string prefix = rule.key.substr(0, star);  // "a."
+    if (path.compare(0, prefix.size(), prefix) == 0 && (!best || prefix.size() + 1 > best->key.size())) {
+      best = &rule;
+    }
+  }
+  return best;
+}
+
+void apply_rule(Translator& translator, const std::vector<KeyRule>& table, const SourceLeaf& leaf,
+                const std::string& rule_path) {
+  const KeyRule* rule = find_rule(table, rule_path);
+  if (rule == nullptr) {
+    translator.refuse(leaf, "not a key mpiaccel knows in this format; accepted: the keys of "
+                            "docs/config.md, \"Config files from Accelerate, DeepSpeed and the Trainer\"");
+  }
+  if (rule->apply && Translator::is_auto(leaf)) {
+    translator.moot(leaf, "\"auto\": the value of the other files, or mpiaccel's default");
+    return;
+  }
+  if (rule->apply) {
+    rule->apply(translator, leaf);
+    return;
+  }
+  bool harmless = rule->handling == "moot";
+  for (const auto& value : rule->harmless) harmless |= nlohmann::json::parse(value) == leaf.value;
+  if (!harmless) translator.refuse(leaf, rule->note);
+  translator.moot(leaf, rule->handling == "moot" ? rule->note : "this value asks for nothing (" + rule->note + ")");
+}
+
+void apply_rules(Translator& translator, const std::vector<KeyRule>& table) {
+  for (const auto& leaf : translator.leaves()) apply_rule(translator, table, leaf, leaf.path);
+}
+
+}  // namespace mpiaccel::detail

@@ -96,8 +96,7 @@ KeyRule refused_unless_one(const std::string& key, const std::string& feature) {
   return {key, "refused", feature + " is not in mpiaccel yet; accepted: 1", {}, {"1", "null"}};
 }
 
-std::vector<KeyRule> make_rules() {
-  const std::string F = "fsdp_config.", D = "deepspeed_config.", P = "parallelism_config.parallelism_config_";
+std::vector<KeyRule> launch_rules() {
   return {
       {"compute_environment", "mapped", "LOCAL_MACHINE: moot (mpirun or srun starts the ranks)",
        compute_environment},
@@ -139,6 +138,12 @@ std::vector<KeyRule> make_rules() {
       {"dynamo_config", "moot", "empty: no torch.compile"},
       {"mpirun_config", "moot", "empty: mpirun's defaults"},
       {"megatron_lm_config", "moot", "empty: no Megatron-LM"},
+  };
+}
+
+std::vector<KeyRule> fsdp_rules() {
+  const std::string F = "fsdp_config.";
+  return {
       // FSDP
       {F + "fsdp_version", "mapped", "fsdp.version (2 only: mpiaccel's FSDP is FSDP2)", fsdp_version},
       {F + "fsdp_reshard_after_forward", "mapped",
@@ -174,6 +179,12 @@ std::vector<KeyRule> make_rules() {
        "every rank builds the same initial weights from the seed (or rank 0's with cpu_ram_efficient_loading)"},
       {F + "fsdp_activation_checkpointing_offload", "refused", "activations are recomputed, not offloaded", {},
        {"false"}},
+  };
+}
+
+std::vector<KeyRule> deepspeed_rules() {
+  const std::string D = "deepspeed_config.";
+  return {
       // DeepSpeed, as `accelerate config` asks for it
       {D + "zero_stage", "mapped", "zero.stage", to_integer("zero.stage")},
       {D + "offload_optimizer_device", "mapped", "zero.offload_optimizer (none|cpu)",
@@ -195,6 +206,12 @@ std::vector<KeyRule> make_rules() {
       {D + "deepspeed_config_file", "refused",
        "give the DeepSpeed JSON itself as another --config (mpiaccel reads it as it is)", {}, {"null"}},
       {D + "deepspeed_moe_layer_cls_names", "refused", "mpiaccel has no mixture-of-experts layers", {}, {"null"}},
+  };
+}
+
+std::vector<KeyRule> parallelism_rules() {
+  const std::string P = "parallelism_config.parallelism_config_";
+  return {
       // ParallelismConfig (accelerate >= 1.10)
       {P + "dp_replicate_size", "mapped", "> 1 with dp_shard_size: fsdp.sharding_strategy = HYBRID_SHARD",
        dp_replicate},
@@ -209,6 +226,14 @@ std::vector<KeyRule> make_rules() {
       {P + "sp_seq_length_is_variable", "moot", "no sequence parallelism (sp_size 1)"},
       {P + "sp_attn_implementation", "moot", "no sequence parallelism (sp_size 1)"},
   };
+}
+
+std::vector<KeyRule> make_rules() {
+  std::vector<KeyRule> rules;
+  for (auto part : {launch_rules(), fsdp_rules(), deepspeed_rules(), parallelism_rules()}) {
+    rules.insert(rules.end(), part.begin(), part.end());
+  }
+  return rules;
 }
 
 }  // namespace

@@ -104,9 +104,7 @@ KeyRule off_unless(const std::string& key, const std::string& why, std::vector<s
   return {key, "refused", why, {}, std::move(harmless)};
 }
 
-std::vector<KeyRule> make_rules() {
-  const std::string Z = "zero_optimization.", O = "optimizer.params.", S = "scheduler.params.";
-  const std::string OO = Z + "offload_optimizer.", OP = Z + "offload_param.";
+std::vector<KeyRule> batch_rules() {
   return {
       {"train_batch_size", "mapped", "checked at start-up: = train.batch_size × grad_accum_steps × ranks",
        train_batch_size},
@@ -125,6 +123,11 @@ std::vector<KeyRule> make_rules() {
       off_unless("gradient_predivide_factor", "gradients are averaged once, after the reduction", {"1", "1.0"}),
       off_unless("sparse_gradients", "no sparse gradients", {"false"}),
       {"seq_parallel_communication_data_type", "moot", "no sequence parallelism"},
+  };
+}
+
+std::vector<KeyRule> precision_rules() {
+  return {
       {"fp16.enabled", "mapped", "true: distributed.mixed_precision = fp16",
        [](Translator& t, const SourceLeaf& l) { precision_enabled(t, l, "fp16"); }},
       off_unless("fp16.loss_scale", "static loss scaling; accepted: 0 (dynamic)", {"0", "0.0"}),
@@ -142,6 +145,12 @@ std::vector<KeyRule> make_rules() {
       off_unless("amp.*", "NVIDIA Apex AMP; accepted: fp16 or bf16 instead", {"false", "null"}),
       {"data_types.grad_accum_dtype", "refused", "gradients accumulate in fp32; accepted: fp32", {},
        {"\"fp32\"", "null"}},
+  };
+}
+
+std::vector<KeyRule> optimizer_rules() {
+  const std::string O = "optimizer.params.", S = "scheduler.params.";
+  return {
       {"optimizer.type", "mapped", "optimizer.name: AdamW or Adam (adam_w_mode) adamw, SGD sgd", optimizer_type},
       {O + "lr", "mapped", "optimizer.lr", to_number("optimizer.lr")},
       {O + "betas", "mapped", "optimizer.betas", betas},
@@ -164,6 +173,13 @@ std::vector<KeyRule> make_rules() {
       {S + "cos_min_ratio", "mapped", "scheduler.min_lr_ratio", to_number("scheduler.min_lr_ratio")},
       off_unless(S + "warmup_min_ratio", "warmup starts from 0", {"0", "0.0"}),
       {S + "last_batch_iteration", "moot", "resuming restores the step from the checkpoint"},
+  };
+}
+
+std::vector<KeyRule> zero_rules() {
+  const std::string Z = "zero_optimization.";
+  const std::string OO = Z + "offload_optimizer.", OP = Z + "offload_param.";
+  return {
       {Z + "stage", "mapped", "distributed.strategy = zero, zero.stage", zero_stage},
       {OO + "device", "mapped", "zero.offload_optimizer (none|cpu)",
        [](Translator& t, const SourceLeaf& l) { offload_device(t, l, "zero.offload_optimizer"); }},
@@ -213,6 +229,11 @@ std::vector<KeyRule> make_rules() {
       off_unless(Z + "mics_shard_size", "MiCS is not in mpiaccel; HSDP is fsdp.sharding_strategy = HYBRID_SHARD",
                  {"-1"}),
       off_unless(Z + "mics_hierarchical_params_gather", "MiCS is not in mpiaccel", {"false"}),
+  };
+}
+
+std::vector<KeyRule> feature_rules() {
+  return {
       {"activation_checkpointing.*", "moot",
        "configures deepspeed.checkpointing, which only models calling it use; mpiaccel's is fsdp.activation_checkpointing"},
       {"checkpoint.*", "moot", "checkpoints are one parallel HDF5 file (docs/checkpoint.md)"},
@@ -244,6 +265,14 @@ std::vector<KeyRule> make_rules() {
       off_unless("nebula.enabled", "no Nebula checkpoints", {"false"}),
       {"nebula.*", "moot", "Nebula off"},
   };
+}
+
+std::vector<KeyRule> make_rules() {
+  std::vector<KeyRule> rules;
+  for (auto part : {batch_rules(), precision_rules(), optimizer_rules(), zero_rules(), feature_rules()}) {
+    rules.insert(rules.end(), part.begin(), part.end());
+  }
+  return rules;
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ struct Walk {
       if (member.is_object() && !member.empty()) {
         object(member, path, depth + 1, line);
       } else {
-        leaves.push_back({path, nlohmann::json::parse(member.dump()), line});
+        leaves.push_back({path, nlohmann::json::parse(member.dump(-1, ' ', false, Json::error_handler_t::replace)), line});
         skip_keys(member);
       }
     }
@@ -124,13 +124,18 @@ std::vector<SourceLeaf> read_json_leaves(const std::string& text, const std::str
     if (colon != std::string::npos) what = what.substr(colon + 2);
     fail(source, line_of_byte(text, e.byte == 0 ? 0 : e.byte - 1),
          "JSON syntax error: " + what + "; accepted: a JSON object");
+  } catch (const Json::exception& e) {  // a number too large for a double
+    std::string what = e.what();
+    const size_t bracket = what.find("] ");
+    fail(source, 1, "JSON error: " + (bracket == std::string::npos ? what : what.substr(bracket + 2)) +
+                        "; accepted: a JSON object of config values");
   }
   if (!duplicates.duplicate.empty()) {
     fail(source, second_key_line(text, duplicates.duplicate), "key '" + duplicates.duplicate + "' appears twice in one object; accepted: each key once");
   }
   if (!document.is_object()) fail(source, 1, "the file is JSON but not an object; accepted: { \"key\": value, ... }");
   const std::vector<int> lines = key_lines(text);
-  Walk walk{source, lines};
+  Walk walk{source, lines, 0, {}};
   walk.object(document, "", 1, 1);
   return walk.leaves;
 }
@@ -142,7 +147,11 @@ std::string leaf_text(const nlohmann::json& value) {
     for (const auto& item : value) out += (out.empty() ? "" : ", ") + leaf_text(item);
     return out;
   }
-  return value.dump();
+  return json_text(value);
+}
+
+std::string json_text(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace mpiaccel::detail

@@ -31,5 +31,7 @@ std::vector<SourceLeaf> read_json_leaves(const std::string& text, const std::str
 /// A leaf value as a setting's text: a string as it is, a list as its items
 /// joined by ", ", anything else as JSON.
 std::string leaf_text(const nlohmann::json& value);
+/// `value` as JSON text; bytes that are not UTF-8 become U+FFFD.
+std::string json_text(const nlohmann::json& value);
 
 }  // namespace mpiaccel::detail

@@ -164,8 +164,7 @@ void not_yet(Translator& t, const SourceLeaf& leaf, const std::string& what) {
   t.refuse(leaf, what + " is not in mpiaccel yet; accepted: the Trainer's default");
 }
 
-std::vector<KeyRule> make_rules() {
-  const char* const kEval = "evaluation uses train.batch_size and train.eval_batches";
+std::vector<KeyRule> optimizer_rules() {
   return {
       {"output_dir", "mapped", "checkpoint.dir", to_text("checkpoint.dir")},
       {"per_device_train_batch_size", "mapped", "train.batch_size", to_integer("train.batch_size")},
@@ -188,6 +187,11 @@ std::vector<KeyRule> make_rules() {
        [](Translator& t, const SourceLeaf& l) { precision(t, l, "bf16"); }},
       {"fp16", "mapped", "true: distributed.mixed_precision = fp16",
        [](Translator& t, const SourceLeaf& l) { precision(t, l, "fp16"); }},
+  };
+}
+
+std::vector<KeyRule> run_rules() {
+  return {
       {"seed", "mapped", "distributed.seed", to_integer("distributed.seed")},
       {"logging_steps", "mapped", "train.log_every", to_integer("train.log_every")},
       {"logging_strategy", "refused", "mpiaccel logs every train.log_every steps; accepted: steps", {},
@@ -216,6 +220,12 @@ std::vector<KeyRule> make_rules() {
          t.moot(l, "false: a GPU when there is one");
        }},
       {"log_level", "mapped", "logging.level (warning: warn, critical: error)", log_level},
+  };
+}
+
+std::vector<KeyRule> distribution_rules() {
+  const char* const kEval = "evaluation uses train.batch_size and train.eval_batches";
+  return {
       {"fsdp", "mapped", "off: distributed.strategy = ddp (weak); true or options: distributed.strategy = fsdp; full_shard, shard_grad_op, hybrid_shard: "
                          "fsdp.sharding_strategy; offload: fsdp.cpu_offload", fsdp},
       {"fsdp_config", "mapped", "an object: the Trainer fsdp_config rows", file_or_section},
@@ -248,6 +258,14 @@ std::vector<KeyRule> make_rules() {
       {"parallelism_config", "refused", "give the parallelism in an Accelerate YAML's parallelism_config", {},
        {"null"}},
   };
+}
+
+std::vector<KeyRule> make_rules() {
+  std::vector<KeyRule> rules;
+  for (auto part : {optimizer_rules(), run_rules(), distribution_rules()}) {
+    rules.insert(rules.end(), part.begin(), part.end());
+  }
+  return rules;
 }
 
 }  // namespace

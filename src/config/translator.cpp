@@ -24,7 +24,7 @@ void Translator::moot(const SourceLeaf& leaf, const std::string& reason) {
 }
 
 void Translator::refuse(const SourceLeaf& leaf, const std::string& why) const {
-  throw ConfigError(origin(leaf) + ": " + leaf.path + " = " + leaf.value.dump() + ": " + why,
+  throw ConfigError(origin(leaf) + ": " + leaf.path + " = " + json_text(leaf.value) + ": " + why,
                     __FILE__, __LINE__);
 }
 

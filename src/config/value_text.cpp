@@ -148,4 +148,29 @@ std::optional<std::string> nearest(const std::string& word,
   return best;
 }
 
+// The index of the first byte of `text` that does not begin or continue a
+// well-formed UTF-8 sequence (no overlongs, surrogates or code points past
+// U+10FFFF), or npos.
+size_t first_invalid_utf8(const std::string& text) {
+  const auto* b = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = b[i];
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c < 0x80) len = 1;
+    else if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return i;
+    if (i + len > n) return i;
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned char min = k == 1 ? lo : 0x80, max = k == 1 ? hi : 0xBF;
+      if (b[i + k] < min || b[i + k] > max) return i;
+    }
+    i += len;
+  }
+  return std::string::npos;
+}
+
 }  // namespace mpiaccel::detail

@@ -35,6 +35,10 @@ std::string quote_if_needed(const std::string& value);
 /// why not (a line break, or whitespace before ';' which INI reads as a comment).
 std::string unwritable_reason(const std::string& value);
 
+/// The index of the first byte of `text` that does not begin or continue a
+/// well-formed UTF-8 sequence, or npos.
+size_t first_invalid_utf8(const std::string& text);
+
 /// Damerau-Levenshtein (optimal string alignment) distance.
 size_t edit_distance(const std::string& a, const std::string& b);
 /// The candidate nearest to `word`, if it is close enough to be a likely typo.

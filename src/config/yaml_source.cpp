@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/source_leaves.hpp"
+#include "config/value_text.hpp"
 #include "mpiaccel/config.hpp"
 
 namespace mpiaccel::detail {
@@ -104,6 +105,11 @@ void flatten(const YAML::Node& map, const std::string& prefix, const std::string
 }  // namespace
 
 std::vector<SourceLeaf> read_yaml_leaves(const std::string& text, const std::string& source) {
+  if (const size_t bad = first_invalid_utf8(text); bad != std::string::npos) {
+    int line = 1;
+    for (size_t i = 0; i < bad; ++i) line += text[i] == '\n';
+    fail(source, line, "a byte that is not UTF-8; accepted: UTF-8 text (save the file as UTF-8)");
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);

@@ -229,11 +229,7 @@ std::vector<KeyRule> parallelism_rules() {
 }
 
 std::vector<KeyRule> make_rules() {
-  std::vector<KeyRule> rules;
-  for (auto part : {launch_rules(), fsdp_rules(), deepspeed_rules(), parallelism_rules()}) {
-    rules.insert(rules.end(), part.begin(), part.end());
-  }
-  return rules;
+  return join_rules({launch_rules(), fsdp_rules(), deepspeed_rules(), parallelism_rules()});
 }
 
 }  // namespace

@@ -268,11 +268,7 @@ std::vector<KeyRule> feature_rules() {
 }
 
 std::vector<KeyRule> make_rules() {
-  std::vector<KeyRule> rules;
-  for (auto part : {batch_rules(), precision_rules(), optimizer_rules(), zero_rules(), feature_rules()}) {
-    rules.insert(rules.end(), part.begin(), part.end());
-  }
-  return rules;
+  return join_rules({batch_rules(), precision_rules(), optimizer_rules(), zero_rules(), feature_rules()});
 }
 
 }  // namespace

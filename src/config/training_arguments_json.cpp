@@ -261,11 +261,7 @@ std::vector<KeyRule> distribution_rules() {
 }
 
 std::vector<KeyRule> make_rules() {
-  std::vector<KeyRule> rules;
-  for (auto part : {optimizer_rules(), run_rules(), distribution_rules()}) {
-    rules.insert(rules.end(), part.begin(), part.end());
-  }
-  return rules;
+  return join_rules({optimizer_rules(), run_rules(), distribution_rules()});
 }
 
 }  // namespace

@@ -98,6 +98,12 @@ Apply to_choice(const std::string& key, const std::vector<std::pair<std::string,
   };
 }
 
+std::vector<KeyRule> join_rules(std::initializer_list<std::vector<KeyRule>> groups) {
+  std::vector<KeyRule> rules;
+  for (const auto& group : groups) rules.insert(rules.end(), group.begin(), group.end());
+  return rules;
+}
+
 const KeyRule* find_rule(const std::vector<KeyRule>& table, const std::string& path) {
   for (const auto& rule : table) {
     if (rule.key == path) return &rule;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <utility>
 #include <string>
 #include <vector>
@@ -94,6 +95,9 @@ Apply to_text(const std::string& key);
 /// Sets `key` to the mpiaccel value of the file's value (pairs: file value,
 /// mpiaccel value); another value is refused, naming the accepted ones.
 Apply to_choice(const std::string& key, const std::vector<std::pair<std::string, std::string>>& values);
+
+/// The tables' groups of rows, in order, as one table.
+std::vector<KeyRule> join_rules(std::initializer_list<std::vector<KeyRule>> groups);
 
 /// The row for `path` (exact rows before "prefix.*" rows), or nullptr.
 const KeyRule* find_rule(const std::vector<KeyRule>& table, const std::string& path);

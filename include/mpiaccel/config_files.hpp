@@ -76,9 +76,12 @@ ConfigText read_config_file(const std::string& path);
 ResolvedConfig resolve_config_files(const std::vector<std::string>& paths,
                                     const std::vector<std::string>& overrides = {});
 
-/// DeepSpeed's batch arithmetic: train_batch_size = batch_size ×
-/// grad_accum_steps × world_size. Throws ConfigError with the numbers.
-void check_batch_arithmetic(const ResolvedConfig& resolved, int64_t world_size);
+/// DeepSpeed's batch arithmetic, train_batch_size = batch_size ×
+/// grad_accum_steps × world_size, as DeepSpeed does it: a micro batch or an
+/// accumulation that no file set is derived from the other two (both unset:
+/// accumulation 1); then the product must hold. Throws ConfigError with the
+/// numbers. Nothing to do without a train_batch_size.
+void apply_batch_arithmetic(ResolvedConfig& resolved, int64_t world_size);
 
 /// What a resolution did, for `mpiaccel config --from`: every resulting key
 /// with the place it came from, then the moot keys with their reasons.

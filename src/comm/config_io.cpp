@@ -32,7 +32,7 @@ Config load_config(Communicator& comm, const std::vector<std::string>& paths,
   std::vector<ConfigText> files;
   for (const auto& path : paths) files.push_back(broadcast_file(comm, path));
   ResolvedConfig resolved = resolve_config(files, overrides);
-  check_batch_arithmetic(resolved, comm.size());
+  apply_batch_arithmetic(resolved, comm.size());
   return resolved.config;
 }
 

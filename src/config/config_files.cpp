@@ -140,6 +140,19 @@ class Combiner {
   std::vector<ConfigSetting> settings_;
 };
 
+// A DeepSpeed warmup of "auto" length and logarithmic shape: refused when
+// the other files give it steps (mpiaccel warms up linearly).
+void check_log_warmup(const std::vector<Translation>& translations, const ResolvedConfig& resolved) {
+  for (const auto& translation : translations) {
+    if (translation.log_warmup_origin.empty() || resolved.config.scheduler.warmup_steps == 0) continue;
+    throw ConfigError(translation.log_warmup_origin + ": scheduler.params.warmup_num_steps = \"auto\" is " +
+                          std::to_string(resolved.config.scheduler.warmup_steps) +
+                          " steps here, and DeepSpeed warms up logarithmically unless warmup_type is linear; "
+                          "mpiaccel warms up linearly; accepted: \"warmup_type\": \"linear\" beside it",
+                      __FILE__, __LINE__);
+  }
+}
+
 std::set<std::string> overridden_keys(const std::vector<std::string>& overrides) {
   std::set<std::string> keys;
   for (const auto& assignment : overrides) {
@@ -207,6 +220,7 @@ ResolvedConfig resolve_config(const std::vector<ConfigText>& files, const std::v
                    settings.end());
     resolved.settings.push_back({key, resolved.config.get(key), "command line", assignment});
   }
+  check_log_warmup(translations, resolved);
   return resolved;
 }
 
@@ -238,16 +252,43 @@ ResolvedConfig resolve_config_files(const std::vector<std::string>& paths, const
   return resolve_config(files, overrides);
 }
 
-void check_batch_arithmetic(const ResolvedConfig& resolved, int64_t world_size) {
-  if (resolved.train_batch_size == 0) return;
-  const TrainConfig& train = resolved.config.train;
-  const int64_t product = train.batch_size * train.grad_accum_steps * world_size;
-  if (product == resolved.train_batch_size) return;
-  throw ConfigError(resolved.train_batch_size_origin + ": train_batch_size = " +
-                        std::to_string(resolved.train_batch_size) + ", but train.batch_size " +
-                        std::to_string(train.batch_size) + " × train.grad_accum_steps " +
+namespace {
+
+bool was_set(const ResolvedConfig& resolved, const std::string& key) {
+  for (const auto& setting : resolved.settings) {
+    if (setting.key == key) return true;
+  }
+  return false;
+}
+
+// total / (a × b), at least 1 (the product is checked afterwards).
+int64_t share(int64_t total, int64_t a, int64_t b) {
+  int64_t divisor = 0;
+  if (__builtin_mul_overflow(a, b, &divisor) || divisor <= 0) return 1;
+  return std::max<int64_t>(1, total / divisor);
+}
+
+}  // namespace
+
+void apply_batch_arithmetic(ResolvedConfig& resolved, int64_t world_size) {
+  const int64_t total = resolved.train_batch_size;
+  if (total == 0) return;
+  TrainConfig& train = resolved.config.train;
+  const bool micro_set = was_set(resolved, "train.batch_size");
+  const bool accum_set = was_set(resolved, "train.grad_accum_steps");
+  // DeepSpeed derives what no file gives; neither given: accumulation 1.
+  if (!micro_set && !accum_set) train.grad_accum_steps = 1;
+  if (!micro_set) train.batch_size = share(total, train.grad_accum_steps, world_size);
+  if (micro_set && !accum_set) train.grad_accum_steps = share(total, train.batch_size, world_size);
+  int64_t product = 0;
+  const bool overflow = __builtin_mul_overflow(train.batch_size, train.grad_accum_steps, &product) ||
+                        __builtin_mul_overflow(product, world_size, &product);
+  if (!overflow && product == total) return;
+  const std::string made = overflow ? "more than 2^63" : std::to_string(product);
+  throw ConfigError(resolved.train_batch_size_origin + ": train_batch_size = " + std::to_string(total) +
+                        ", but train.batch_size " + std::to_string(train.batch_size) + " × train.grad_accum_steps " +
                         std::to_string(train.grad_accum_steps) + " × " + std::to_string(world_size) +
-                        " ranks = " + std::to_string(product) + "; accepted: " + std::to_string(product) +
+                        " ranks = " + made + "; accepted: " + made +
                         ", \"auto\", or a micro batch and accumulation that multiply to it",
                     __FILE__, __LINE__);
 }

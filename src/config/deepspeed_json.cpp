@@ -15,7 +15,7 @@ const char* const kScaler =
     "finite steps";
 const char* const kNoNvme = "no NVMe offload; accepted: cpu or none";
 
-// "zero_optimization.stage" → "zero_optimization.": the leaf's own prefix
+// "scheduler.type" → "scheduler.": the leaf's own prefix
 // (the rules also run on a TrainingArguments file's "deepspeed." section).
 std::string prefix_of(const SourceLeaf& leaf, const std::string& own_path) {
   return leaf.path.substr(0, leaf.path.size() - own_path.size());
@@ -78,21 +78,34 @@ void betas(Translator& t, const SourceLeaf& leaf) {
 
 // WarmupLR, WarmupDecayLR and WarmupCosineLR onto mpiaccel's schedules
 // (transformers' formulas: linear warmup from 0, then constant, linear or
-// cosine to min_lr_ratio × lr at max_steps).
+// cosine to min_lr_ratio × lr at max_steps). DeepSpeed's defaults count: without
+// warmup_num_steps it warms up for 1000 steps; without warmup_type "linear",
+// logarithmically; WarmupLR's and WarmupDecayLR's peak is warmup_max_lr
+// (default 0.001), not the optimizer's lr.
 void scheduler_type(Translator& t, const SourceLeaf& leaf) {
   const std::string type = t.text(leaf);
+  if (type != "WarmupLR" && type != "WarmupDecayLR" && type != "WarmupCosineLR") {
+    t.refuse(leaf, "not a schedule mpiaccel has; accepted: WarmupLR|WarmupDecayLR|WarmupCosineLR");
+  }
   const std::string params = prefix_of(leaf, "type") + "params.";
   const SourceLeaf* warmup = t.find(params + "warmup_num_steps");
-  const SourceLeaf* shape = t.find(params + "warmup_type");
-  const bool warms_up = warmup && !Translator::is_auto(*warmup) && t.number(*warmup) > 0;
-  if (warms_up && (!shape || t.text(*shape) != "linear")) {
-    t.refuse(shape ? *shape : leaf, "DeepSpeed's default warmup is logarithmic; mpiaccel warms up linearly; "
-                                    "accepted: \"warmup_type\": \"linear\"");
+  if (warmup == nullptr) {
+    t.refuse(leaf, "without warmup_num_steps DeepSpeed warms up for 1000 steps, logarithmically; accepted: "
+                   "\"warmup_num_steps\": N (0: none) and \"warmup_type\": \"linear\"");
   }
-  if (type == "WarmupLR") return t.set(leaf, "scheduler.name", "constant");
-  if (type == "WarmupDecayLR") return t.set(leaf, "scheduler.name", "linear");
-  if (type == "WarmupCosineLR") return t.set(leaf, "scheduler.name", "cosine");
-  t.refuse(leaf, "not a schedule mpiaccel has; accepted: WarmupLR|WarmupDecayLR|WarmupCosineLR");
+  const SourceLeaf* shape = t.find(params + "warmup_type");
+  const bool linear = shape && shape->value.is_string() && shape->value == "linear";
+  if (!linear && Translator::is_auto(*warmup)) {
+    t.result().log_warmup_origin = t.origin(*warmup);  // refused once the warmup is known to be > 0
+  } else if (!linear && t.number(*warmup) > 0) {
+    t.refuse(shape ? *shape : *warmup, "DeepSpeed warms up logarithmically unless warmup_type is linear; "
+                                       "mpiaccel warms up linearly; accepted: \"warmup_type\": \"linear\"");
+  }
+  if (type == "WarmupDecayLR" && !t.find(params + "total_num_steps")) {
+    t.refuse(leaf, "WarmupDecayLR decays over total_num_steps; accepted: \"total_num_steps\": the run's steps");
+  }
+  if (type != "WarmupCosineLR" && !t.find(params + "warmup_max_lr")) t.set(leaf, "optimizer.lr", "0.001");
+  t.set(leaf, "scheduler.name", type == "WarmupLR" ? "constant" : type == "WarmupDecayLR" ? "linear" : "cosine");
 }
 
 void warmup_min_lr(Translator& t, const SourceLeaf& leaf) {
@@ -163,7 +176,10 @@ std::vector<KeyRule> optimizer_rules() {
       off_unless(O + "amsgrad", "no AMSGrad", {"false"}),
       off_unless(O + "nesterov", "no Nesterov momentum", {"false"}),
       off_unless(O + "dampening", "no SGD dampening", {"0", "0.0"}),
-      {"scheduler.type", "mapped", "scheduler.name: WarmupLR constant, WarmupDecayLR linear, WarmupCosineLR cosine",
+      {"scheduler.type", "mapped",
+       "scheduler.name: WarmupLR constant, WarmupDecayLR linear, WarmupCosineLR cosine; without warmup_max_lr, "
+       "optimizer.lr = 0.001 (DeepSpeed's default peak); warmup_num_steps is required, and warmup_type linear "
+       "unless the warmup is 0",
        scheduler_type},
       {S + "warmup_num_steps", "mapped", "scheduler.warmup_steps", to_integer("scheduler.warmup_steps")},
       {S + "warmup_max_lr", "mapped", "optimizer.lr", to_number("optimizer.lr")},

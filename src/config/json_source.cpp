@@ -110,9 +110,34 @@ int second_key_line(const std::string& text, const std::string& key) {
   return 1;
 }
 
+// The line where brackets first nest deeper than `limit` (outside strings),
+// or 0: a nesting bound before parsing, so no later recursion runs deep.
+int line_nested_deeper(const std::string& text, int limit) {
+  int depth = 0, line = 1;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return line;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::vector<SourceLeaf> read_json_leaves(const std::string& text, const std::string& source) {
+  if (const int line = line_nested_deeper(text, kMaxSourceDepth)) {
+    fail(source, line, "nested deeper than " + std::to_string(kMaxSourceDepth) + " levels; accepted: a config file");
+  }
   Json document;
   DuplicateCheck duplicates;
   try {
@@ -124,11 +149,15 @@ std::vector<SourceLeaf> read_json_leaves(const std::string& text, const std::str
     if (colon != std::string::npos) what = what.substr(colon + 2);
     fail(source, line_of_byte(text, e.byte == 0 ? 0 : e.byte - 1),
          "JSON syntax error: " + what + "; accepted: a JSON object");
-  } catch (const Json::exception& e) {  // a number too large for a double
+  } catch (const Json::exception& e) {  // "number overflow parsing '1e999'"
     std::string what = e.what();
     const size_t bracket = what.find("] ");
-    fail(source, 1, "JSON error: " + (bracket == std::string::npos ? what : what.substr(bracket + 2)) +
-                        "; accepted: a JSON object of config values");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    const size_t quote = what.find('\'');
+    const size_t at = quote == std::string::npos ? std::string::npos
+                                                 : text.find(what.substr(quote + 1, what.rfind('\'') - quote - 1));
+    fail(source, at == std::string::npos ? 1 : line_of_byte(text, at),
+         "JSON error: " + what + "; accepted: numbers a double holds");
   }
   if (!duplicates.duplicate.empty()) {
     fail(source, second_key_line(text, duplicates.duplicate), "key '" + duplicates.duplicate + "' appears twice in one object; accepted: each key once");

@@ -2,9 +2,9 @@
 // A foreign config file (Accelerate YAML, DeepSpeed or Trainer JSON) as a flat
 // list of leaves, in file order: "zero_optimization.offload_optimizer.device"
 // = "cpu" at line 7. Nested mappings flatten into dotted paths; a list, a
-// scalar or an empty mapping is a leaf. YAML scalars are resolved as YAML 1.2's
-// core schema does (true, 4, 1e-4, null), so both formats give the same JSON
-// values to the key tables.
+// scalar or an empty mapping is a leaf. YAML's plain scalars are resolved as
+// PyYAML (Accelerate's reader) resolves them (true, 4, 1_000, 0x10, 1.5e-4,
+// null), so both formats give JSON values to the key tables.
 
 #include <string>
 #include <vector>
@@ -19,8 +19,9 @@ struct SourceLeaf {
   int line = 0;
 };
 
-/// Mappings nested deeper than this are refused (no config format nests
-/// beyond four levels; a bound keeps hostile files from exhausting the stack).
+/// Mappings (and JSON brackets) nested deeper than this are refused (no
+/// config format nests beyond four levels; a bound keeps hostile files from
+/// exhausting the stack).
 constexpr int kMaxSourceDepth = 32;
 
 /// Throw ConfigError "SOURCE:LINE: ..." for a syntax error, a top level that

@@ -8,17 +8,17 @@
 namespace mpiaccel::detail {
 namespace {
 
-// min_num_params > 0 picks SIZE_BASED_WRAP in the Trainer; 0 is its default.
+// The Trainer passes min_num_params on only when it is > 0 (and uses it only
+// with auto_wrap_policy SIZE_BASED_WRAP); 0 is its default.
 void min_num_params(Translator& t, const SourceLeaf& leaf) {
   const int64_t count = t.integer(leaf);
-  if (count <= 0) return t.moot(leaf, "0: wrap by transformer_layer_cls_to_wrap");
-  t.set(leaf, "fsdp.auto_wrap_policy", "SIZE_BASED_WRAP");
+  if (count <= 0) return t.moot(leaf, "0: the Trainer's default, no size threshold");
   t.set(leaf, "fsdp.min_num_params", std::to_string(count));
 }
 
 std::vector<KeyRule> make_rules() {
   std::vector<KeyRule> rules{
-      {"min_num_params", "mapped", "> 0: fsdp.auto_wrap_policy = SIZE_BASED_WRAP, fsdp.min_num_params",
+      {"min_num_params", "mapped", "> 0: fsdp.min_num_params (used by auto_wrap_policy SIZE_BASED_WRAP)",
        min_num_params},
       {"limit_all_gathers", "moot", "at most two units are gathered at once"},
       {"xla", "refused", "mpiaccel does not run on XLA devices", {}, {"false"}},

@@ -67,25 +67,35 @@ void warmup_steps(Translator& t, const SourceLeaf& leaf) {
   t.set(leaf, "scheduler.warmup_steps", std::to_string(t.integer(leaf)));
 }
 
-// eval_strategy "steps" takes eval_steps; "no" evaluates only at the end.
+// eval_strategy "steps" evaluates every eval_steps (the Trainer's default:
+// logging_steps); "no" only at the end.
 void eval_strategy(Translator& t, const SourceLeaf& leaf) {
   const std::string strategy = t.text(leaf);
   if (strategy == "no") return t.moot(leaf, "mpiaccel evaluates at the end of the run (train.eval_every = 0)");
   if (strategy != "steps") t.refuse(leaf, "mpiaccel counts steps, not epochs; accepted: no|steps");
   const SourceLeaf* every = t.find("eval_steps");
-  if (!every || every->value.is_null()) t.refuse(leaf, "steps without eval_steps; accepted: eval_steps > 0");
+  if (!every || every->value.is_null()) every = t.find("logging_steps");
+  if (!every) t.refuse(leaf, "steps without eval_steps or logging_steps; accepted: eval_steps > 0");
   t.set(*every, "train.eval_every", std::to_string(t.integer(*every)));
+}
+
+bool saves_every_steps(const Translator& t) {
+  const SourceLeaf* strategy = t.find("save_strategy");
+  return strategy == nullptr || (strategy->value.is_string() && strategy->value == "steps");
 }
 
 void save_strategy(Translator& t, const SourceLeaf& leaf) {
   const std::string strategy = t.text(leaf);
-  if (strategy == "no") {
-    t.set(leaf, "checkpoint.every_steps", "0");
-    return t.set(leaf, "checkpoint.save_at_end", "false");
-  }
-  if (strategy != "steps") t.refuse(leaf, "mpiaccel counts steps, not epochs; accepted: no|steps");
-  const SourceLeaf* every = t.find("save_steps");
-  if (every) t.set(*every, "checkpoint.every_steps", std::to_string(t.integer(*every)));
+  if (strategy == "steps") return t.moot(leaf, "every save_steps");
+  if (strategy != "no") t.refuse(leaf, "mpiaccel counts steps, not epochs; accepted: no|steps");
+  t.set(leaf, "checkpoint.every_steps", "0");
+  t.set(leaf, "checkpoint.save_at_end", "false");
+}
+
+// A setting of its own (weak at the Trainer's 500, strong when changed).
+void save_steps(Translator& t, const SourceLeaf& leaf) {
+  if (!saves_every_steps(t)) return t.moot(leaf, "save_strategy is not steps");
+  t.set(leaf, "checkpoint.every_steps", std::to_string(t.integer(leaf)));
 }
 
 void save_total_limit(Translator& t, const SourceLeaf& leaf) {
@@ -112,14 +122,16 @@ Apply unless_null(Apply apply, std::string why) {
   };
 }
 
+// The legacy options as transformers 5.17 applies them to FSDP2
+// (_apply_legacy_fsdp_to_config): sharding words become reshard_after_forward,
+// auto_wrap is what FSDP does anyway, FSDP1's other strategies are refused.
 void fsdp_option(Translator& t, const SourceLeaf& leaf, const std::string& option) {
-  if (option == "full_shard") return t.set(leaf, "fsdp.sharding_strategy", "FULL_SHARD");
-  if (option == "shard_grad_op") return t.set(leaf, "fsdp.sharding_strategy", "SHARD_GRAD_OP");
-  if (option == "hybrid_shard") return t.set(leaf, "fsdp.sharding_strategy", "HYBRID_SHARD");
+  if (option == "full_shard") return t.set(leaf, "fsdp.reshard_after_forward", "true");
+  if (option == "shard_grad_op") return t.set(leaf, "fsdp.reshard_after_forward", "false");
   if (option == "offload") return t.set(leaf, "fsdp.cpu_offload", "true");
   if (option == "auto_wrap") return;
-  t.refuse(leaf, "FSDP option '" + option + "' is not in mpiaccel (no_shard is DDP: ddp_backend and no fsdp); "
-                 "accepted: full_shard|shard_grad_op|hybrid_shard|offload|auto_wrap");
+  t.refuse(leaf, "FSDP option '" + option + "' is FSDP1's, which transformers 5.17 refuses with FSDP2 (HSDP: an "
+                 "Accelerate YAML's parallelism_config); accepted: full_shard|shard_grad_op|offload|auto_wrap");
 }
 
 // Without FSDP or DeepSpeed the Trainer runs DDP over the ranks it is given:
@@ -196,10 +208,12 @@ std::vector<KeyRule> run_rules() {
       {"logging_steps", "mapped", "train.log_every", to_integer("train.log_every")},
       {"logging_strategy", "refused", "mpiaccel logs every train.log_every steps; accepted: steps", {},
        {"\"steps\""}},
-      {"eval_strategy", "mapped", "steps: train.eval_every = eval_steps; no: at the end only", eval_strategy},
+      {"eval_strategy", "mapped", "steps: train.eval_every = eval_steps (or logging_steps); no: at the end only",
+       eval_strategy},
       {"eval_steps", "moot", "read with eval_strategy"},
-      {"save_strategy", "mapped", "steps: checkpoint.every_steps = save_steps; no: no checkpoints", save_strategy},
-      {"save_steps", "moot", "read with save_strategy"},
+      {"save_strategy", "mapped", "no: checkpoint.every_steps = 0, save_at_end = false; steps: see save_steps",
+       save_strategy},
+      {"save_steps", "mapped", "with save_strategy steps: checkpoint.every_steps", save_steps},
       {"save_total_limit", "mapped", "checkpoint.keep_last (null: 0, keep all)", save_total_limit},
       {"resume_from_checkpoint", "mapped", "checkpoint.resume",
        unless_null(to_text("checkpoint.resume"), "null: start fresh unless [checkpoint] resume says")},
@@ -226,8 +240,9 @@ std::vector<KeyRule> run_rules() {
 std::vector<KeyRule> distribution_rules() {
   const char* const kEval = "evaluation uses train.batch_size and train.eval_batches";
   return {
-      {"fsdp", "mapped", "off: distributed.strategy = ddp (weak); true or options: distributed.strategy = fsdp; full_shard, shard_grad_op, hybrid_shard: "
-                         "fsdp.sharding_strategy; offload: fsdp.cpu_offload", fsdp},
+      {"fsdp", "mapped",
+       "off: distributed.strategy = ddp (weak); true or options: distributed.strategy = fsdp; full_shard, "
+       "shard_grad_op: fsdp.reshard_after_forward true, false; offload: fsdp.cpu_offload", fsdp},
       {"fsdp_config", "mapped", "an object: the Trainer fsdp_config rows", file_or_section},
       {"deepspeed", "mapped", "an object: the DeepSpeed rows", file_or_section},
       {"dataloader_num_workers", "refused", "loader worker threads are not in mpiaccel yet", {}, {}},

@@ -2,7 +2,12 @@
 
 #include "config/translator.hpp"
 
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <utility>
+
+#include "config/value_text.hpp"
 
 namespace mpiaccel::detail {
 
@@ -23,8 +28,22 @@ void Translator::moot(const SourceLeaf& leaf, const std::string& reason) {
   result_.moot.push_back({origin(leaf), leaf.path, reason});
 }
 
+namespace {
+
+// A key as one line: control characters (a newline in a quoted key) escaped.
+std::string printable(const std::string& key) {
+  std::string out;
+  for (const char c : key) {
+    if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) out += c;
+    else out += "\\x" + std::string(1, "0123456789abcdef"[(c >> 4) & 15]) + "0123456789abcdef"[c & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
 void Translator::refuse(const SourceLeaf& leaf, const std::string& why) const {
-  throw ConfigError(origin(leaf) + ": " + leaf.path + " = " + json_text(leaf.value) + ": " + why,
+  throw ConfigError(origin(leaf) + ": " + printable(leaf.path) + " = " + json_text(leaf.value) + ": " + why,
                     __FILE__, __LINE__);
 }
 
@@ -39,6 +58,9 @@ bool Translator::boolean(const SourceLeaf& leaf) const {
 }
 
 int64_t Translator::integer(const SourceLeaf& leaf) const {
+  if (leaf.value.is_number_unsigned() && leaf.value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    refuse(leaf, "out of range; accepted: a whole number below 2^63");
+  }
   if (leaf.value.is_number_integer()) return leaf.value.get<int64_t>();
   if (leaf.value.is_number_float()) {
     const double value = leaf.value.get<double>();
@@ -49,8 +71,15 @@ int64_t Translator::integer(const SourceLeaf& leaf) const {
   refuse(leaf, "not an integer; accepted: a whole number");
 }
 
+// Also a number written as text ("1e-4", which PyYAML reads as a string).
 double Translator::number(const SourceLeaf& leaf) const {
   if (leaf.value.is_number()) return leaf.value.get<double>();
+  if (leaf.value.is_string()) {
+    const std::string text = leaf.value.get<std::string>();
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (!text.empty() && *end == '\0' && std::isfinite(value)) return value;
+  }
   refuse(leaf, "not a number; accepted: a number");
 }
 
@@ -88,10 +117,12 @@ Apply to_text(const std::string& key) {
 
 Apply to_choice(const std::string& key, const std::vector<std::pair<std::string, std::string>>& values) {
   return [key, values](Translator& t, const SourceLeaf& leaf) {
-    const std::string given = t.text(leaf);
+    // Case aside, as Accelerate's enums and the Trainer (which upper-cases
+    // backward_prefetch) read them.
+    const std::string given = lower(t.text(leaf));
     std::string accepted;
     for (const auto& [file_value, ours] : values) {
-      if (file_value == given) return t.set(leaf, key, ours);
+      if (lower(file_value) == given) return t.set(leaf, key, ours);
       accepted += (accepted.empty() ? "" : "|") + file_value;
     }
     t.refuse(leaf, "not a value mpiaccel supports; accepted: " + accepted);

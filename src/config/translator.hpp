@@ -26,6 +26,9 @@ struct Translation {
   std::vector<ConfigMootKey> moot;
   int64_t train_batch_size = 0;
   std::string train_batch_size_origin;
+  /// A DeepSpeed warmup that is logarithmic if it is longer than 0 steps, its
+  /// length "auto": refused once the combined config says > 0.
+  std::string log_warmup_origin;
 };
 
 class Translator {

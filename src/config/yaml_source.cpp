@@ -1,13 +1,16 @@
 // Accelerate's YAML config files into leaves, with yaml-cpp (Debian's
 // libyaml-cpp). Accelerate writes and reads these files with PyYAML, a YAML
 // 1.1 reader, so plain scalars are resolved as PyYAML resolves them: yes/no
-// and on/off are booleans too, ~ and null are null; quoted scalars are strings.
+// and on/off are booleans too, ~ and null are null, 017 is octal and 1_000 an
+// integer, a float needs a dot; quoted scalars are strings.
 
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstdlib>
-#include <regex>
+#include <cctype>
+#include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,21 +30,60 @@ using nlohmann::json;
 
 int line_of(const YAML::Node& node) { return node.Mark().line + 1; }
 
+// PyYAML's int: 0b101, 017 (octal), 0x1f, 1_000 (no sexagesimal).
+std::optional<int64_t> pyyaml_int(const std::string& text) {
+  std::string digits;
+  for (char c : text) {
+    if (c != '_') digits += c;
+  }
+  size_t at = !digits.empty() && (digits[0] == '-' || digits[0] == '+') ? 1 : 0;
+  if (at >= digits.size() || !std::isdigit(static_cast<unsigned char>(digits[at]))) return std::nullopt;
+  int base = 10;
+  if (digits.compare(at, 2, "0b") == 0) base = 2, at += 2;
+  else if (digits.compare(at, 2, "0x") == 0) base = 16, at += 2;
+  else if (digits[at] == '0' && digits.size() > at + 1) base = 8, at += 1;
+  if (at >= digits.size() || digits[at] == '-' || digits[at] == '+') return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(digits.c_str() + at, &end, base);
+  if (errno != 0 || *end != '\0') return std::nullopt;
+  return digits[0] == '-' ? -value : value;
+}
+
+// PyYAML's float: a dot is required (1.5, .5, 1.e3, 1.5e-4; a signed
+// exponent), or .inf / .nan. "1e-4" is text to PyYAML, and to us.
+std::optional<double> pyyaml_float(const std::string& text) {
+  static const std::set<std::string> inf{".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"};
+  static const std::set<std::string> nan{".nan", ".NaN", ".NAN"};
+  if (inf.count(text)) return std::numeric_limits<double>::infinity();
+  if (text == "-.inf" || text == "-.Inf" || text == "-.INF") return -std::numeric_limits<double>::infinity();
+  if (nan.count(text)) return std::numeric_limits<double>::quiet_NaN();
+  std::string digits;
+  for (char c : text) {
+    if (c != '_') digits += c;
+  }
+  const size_t dot = digits.find('.');
+  const size_t exponent = digits.find_first_of("eE");
+  if (dot == std::string::npos || (exponent != std::string::npos && exponent < dot)) return std::nullopt;
+  if (exponent != std::string::npos && (exponent + 1 >= digits.size() || (digits[exponent + 1] != '-' && digits[exponent + 1] != '+'))) {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  const double value = std::strtod(digits.c_str(), &end);
+  if (*end != '\0' || digits == "." || digits.find_first_of("0123456789") == std::string::npos) return std::nullopt;
+  return value;
+}
+
 json plain_scalar(const std::string& text) {
   static const std::set<std::string> nulls{"", "~", "null", "Null", "NULL"};
   static const std::set<std::string> trues{"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
   static const std::set<std::string> falses{"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
-  static const std::regex integer("[-+]?[0-9]+");
-  static const std::regex real("[-+]?([0-9]*\\.[0-9]+|[0-9]+\\.?[0-9]*)([eE][-+]?[0-9]+)?");
   if (nulls.count(text)) return nullptr;
   if (trues.count(text)) return true;
   if (falses.count(text)) return false;
-  if (std::regex_match(text, integer)) {
-    errno = 0;
-    const long long value = std::strtoll(text.c_str(), nullptr, 10);
-    if (errno == 0) return static_cast<int64_t>(value);
-  }
-  if (std::regex_match(text, real)) return std::strtod(text.c_str(), nullptr);
+  if (text.size() > 64) return text;  // no number is written that long
+  if (const auto value = pyyaml_int(text)) return *value;
+  if (const auto value = pyyaml_float(text)) return *value;
   return text;
 }
 

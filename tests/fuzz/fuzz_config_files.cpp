@@ -22,9 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<mpiaccel::ConfigText> files{{name, input.substr(0, split)}};
   if (split != std::string::npos) files.push_back({"second.json", input.substr(split + 1)});
   try {
-    const auto resolved = mpiaccel::resolve_config(files);
+    auto resolved = mpiaccel::resolve_config(files);
     mpiaccel::describe_resolution(resolved);
-    mpiaccel::check_batch_arithmetic(resolved, 3);
+    mpiaccel::apply_batch_arithmetic(resolved, 3);
   } catch (const mpiaccel::ConfigError&) {
   }
   return 0;

@@ -5,7 +5,8 @@
 # the job file says), at np 2 and np 3, to a clean exit 0. A job whose header
 # has a line `; prepare: mpiaccel ...` (or `# prepare: ...`) gets that command
 # run first, from the checkout; a job with `; requires: gpu` is skipped, by
-# name, on a machine without one.
+# name, on a machine without one; a job with `; with: jobs/FILE` runs with that
+# config file before it (a model-only INI beside a DeepSpeed JSON).
 source "$(dirname "$0")/lib.sh" "$1"
 cd "$SOURCE_DIR" || fail "no checkout at $SOURCE_DIR"
 RUNS=$WORK/runs
@@ -25,9 +26,12 @@ for job in jobs/*.ini; do
     (cd "$WORK" && "$MPIACCEL" $prepare) > "$WORK/$name.prepare" 2>&1 \
       || { cat "$WORK/$name.prepare"; fail "$job: its prepare step failed: mpiaccel $prepare"; }
   fi
+  with=()
+  partner=$(sed -nE 's/^[;#] *with: *(.*)$/\1/p' "$job")
+  [ -z "$partner" ] || with=(--config "$SOURCE_DIR/$partner")
   for np in 2 3; do
     out="$WORK/$name.np$np.out"
-    (cd "$WORK" && mpi "$np" "$MPIACCEL" train --config "$SOURCE_DIR/$job" train.max_steps=6 \
+    (cd "$WORK" && mpi "$np" "$MPIACCEL" train "${with[@]}" --config "$SOURCE_DIR/$job" train.max_steps=6 \
        checkpoint.dir="$RUNS/$name.np$np/checkpoints" logging.metrics_file="$RUNS/$name.np$np/metrics.jsonl") \
       > "$out" 2>&1
     status=$?

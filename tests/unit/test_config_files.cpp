@@ -153,16 +153,59 @@ BOOST_AUTO_TEST_CASE(deepspeed_json_with_auto_values) {
 BOOST_AUTO_TEST_CASE(deepspeed_batch_arithmetic_is_checked_with_the_numbers) {
   const ConfigText ds{"ds.json", R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4,
 "gradient_accumulation_steps": 2})"};
-  const auto resolved = resolve_config({ds});
-  BOOST_CHECK_NO_THROW(mpiaccel::check_batch_arithmetic(resolved, 4));
+  auto resolved = resolve_config({ds});
+  BOOST_CHECK_NO_THROW(mpiaccel::apply_batch_arithmetic(resolved, 4));
   try {
-    mpiaccel::check_batch_arithmetic(resolved, 3);
+    mpiaccel::apply_batch_arithmetic(resolved, 3);
     BOOST_FAIL("no error at world size 3");
   } catch (const ConfigError& e) {
     BOOST_TEST(e.message() ==
                "ds.json:1: train_batch_size = 32, but train.batch_size 4 × train.grad_accum_steps 2 × 3 ranks = "
                "24; accepted: 24, \"auto\", or a micro batch and accumulation that multiply to it");
   }
+}
+
+BOOST_AUTO_TEST_CASE(deepspeed_derives_what_no_file_gives) {
+  // DeepSpeed's own example: 8 in all, accumulation 1, on 2 ranks: micro batch 4.
+  auto micro = resolve_config({{"ds.json", R"({"train_batch_size": 8, "gradient_accumulation_steps": 1})"}});
+  mpiaccel::apply_batch_arithmetic(micro, 2);
+  BOOST_TEST(micro.config.train.batch_size == 4);
+  auto accum = resolve_config({{"ds.json", R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4})"}});
+  mpiaccel::apply_batch_arithmetic(accum, 2);
+  BOOST_TEST(accum.config.train.grad_accum_steps == 4);
+  auto both = resolve_config({{"ds.json", R"({"train_batch_size": 12})"}});
+  mpiaccel::apply_batch_arithmetic(both, 3);
+  BOOST_TEST(both.config.train.batch_size == 4);
+  BOOST_TEST(both.config.train.grad_accum_steps == 1);
+  // A product past 2^63 is an error, not an overflow.
+  auto huge = resolve_config(
+      {{"ds.json", R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4611686018427387904,
+"gradient_accumulation_steps": 2})"}});
+  BOOST_CHECK_THROW(mpiaccel::apply_batch_arithmetic(huge, 3), ConfigError);
+}
+
+BOOST_AUTO_TEST_CASE(deepspeed_schedules_keep_their_defaults_in_mind) {
+  // No warmup_max_lr: DeepSpeed's peak is 0.001, whatever the optimizer says.
+  BOOST_TEST(error_of({{"ds.json", R"({"optimizer": {"type": "AdamW", "params": {"lr": 3e-4}},
+"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 0}}})"}})
+                 .find("sets optimizer.lr = 0.0003, but ds.json:2 (scheduler.type) sets it to 0.001") != std::string::npos);
+  BOOST_TEST(error_of({{"ds.json", R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 50}}})"}})
+                 .find("ds.json:1: scheduler.type = \"WarmupDecayLR\": without warmup_num_steps DeepSpeed warms up for "
+                       "1000 steps") == 0);
+  BOOST_TEST(error_of({{"ds.json", "{\"scheduler\": {\"type\": \"WarmupLR\",\n\"params\": {\"warmup_num_steps\": 10}}}"}})
+                 .find("ds.json:2: scheduler.params.warmup_num_steps = 10: DeepSpeed warms up logarithmically") == 0);
+  // "auto" warmup: refused once another file gives it steps.
+  const ConfigText shipped{"ds.json", R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "auto",
+"warmup_max_lr": "auto"}}})"};
+  BOOST_TEST(resolve_config({shipped}).config.scheduler.name == "constant");
+  BOOST_TEST(error_of({shipped, {"job.ini", "[scheduler]\nwarmup_steps = 100\n"}})
+                 .find("ds.json:1: scheduler.params.warmup_num_steps = \"auto\" is 100 steps here") == 0);
+  const auto linear = resolve_config({{"ds.json", R"({"scheduler": {"type": "WarmupDecayLR", "params": {
+"warmup_num_steps": 5, "warmup_type": "linear", "warmup_max_lr": 0.002, "total_num_steps": 40}}})"}});
+  BOOST_TEST(linear.config.scheduler.name == "linear");
+  BOOST_TEST(linear.config.scheduler.warmup_steps == 5);
+  BOOST_TEST(linear.config.optimizer.lr == 0.002);
+  BOOST_TEST(linear.config.train.max_steps == 40);
 }
 
 BOOST_AUTO_TEST_CASE(two_files_that_disagree_name_both_places) {
@@ -258,6 +301,41 @@ BOOST_AUTO_TEST_CASE(syntax_errors_have_a_line) {
   BOOST_TEST(error_of({{"ds.json", "{\"fp16\": {\"enabled\": true},\n\"fp16\": {}}"}}) ==
              "ds.json:2: key 'fp16' appears twice in one object; accepted: each key once");
   BOOST_TEST(error_of({{"x.json", "[1, 2]"}}) == "x.json:1: the file is JSON but not an object; accepted: { \"key\": value, ... }");
+}
+
+BOOST_AUTO_TEST_CASE(yaml_scalars_as_pyyaml_reads_them) {
+  const auto r = resolve_config({{"a.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_min_num_params: 1_000_000\n"
+                                            "deepspeed_config:\n  gradient_clipping: 1e-1\n  zero_stage: 03\n"}});
+  BOOST_TEST(r.config.fsdp.min_num_params == 1000000);
+  BOOST_TEST(r.config.optimizer.grad_clip == 0.1);  // text to PyYAML, a number to both of us
+  BOOST_TEST(r.config.zero.stage == 3);             // octal 03
+  // A run of digits too long for any number is text (and no regex recursion).
+  BOOST_TEST(error_of({{"a.yaml", "num_processes: " + std::string(100000, '1') + "\n"}}).find(
+                 "a.yaml:1: num_processes = \"111") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(hostile_values_are_one_line_errors) {
+  BOOST_TEST(error_of({{"a.json", "{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}"}}) ==
+             "a.json:1: nested deeper than 32 levels; accepted: a config file");
+  BOOST_TEST(error_of({{"args.json", "{\"output_dir\": \"o\", \"max_steps\": 18446744073709551615}"}}) ==
+             "args.json:1: max_steps = 18446744073709551615: out of range; accepted: a whole number below 2^63");
+  BOOST_TEST(error_of({{"ds.json", "{\n\"gradient_clipping\": 1e999}"}}).find("ds.json:2: JSON error") == 0);
+  BOOST_TEST(error_of({{"a.yaml", "\"num\\nprocesses\": 2\n"}}).find("a.yaml:1: num\\x0aprocesses = 2: not a key") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(trainer_values_as_the_trainer_reads_them) {
+  // The Trainer upper-cases backward_prefetch; transformers 5.17 maps the
+  // legacy sharding words onto FSDP2's reshard_after_forward.
+  const auto fsdp = resolve_config({{"fsdp.json", R"({"transformer_layer_cls_to_wrap": "X", "backward_prefetch": "backward_post"})"}});
+  BOOST_TEST(fsdp.config.fsdp.backward_prefetch == "BACKWARD_POST");
+  const auto grad_op = resolve_config({{"args.json", R"({"output_dir": "o", "fsdp": "shard_grad_op auto_wrap offload"})"}});
+  BOOST_TEST(grad_op.config.distributed.strategy == "fsdp");
+  BOOST_TEST(!grad_op.config.fsdp.reshard_after_forward);
+  BOOST_TEST(grad_op.config.fsdp.cpu_offload);
+  // A changed save_steps is a setting of its own, and conflicts.
+  BOOST_TEST(error_of({{"args.json", "{\"output_dir\": \"o\",\n\"save_steps\": 100}"},
+                       {"job.ini", "[checkpoint]\nevery_steps = 1000\n"}})
+                 .find("args.json:2 (save_steps) sets checkpoint.every_steps = 100") == 0);
 }
 
 BOOST_AUTO_TEST_CASE(formats_are_told_by_extension_and_content) {

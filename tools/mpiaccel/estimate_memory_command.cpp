@@ -52,8 +52,10 @@ EstimateArguments parse_estimate_arguments(const std::vector<std::string>& args)
 
 int run_estimate_memory(const std::vector<std::string>& args, int*, char***) {
   const EstimateArguments parsed = parse_estimate_arguments(args);
-  const Config config = resolve_config_files(parsed.config_paths, parsed.overrides).config;
-  const int world = parsed.world > 0 ? parsed.world : static_cast<int>(config.launch.num_processes);
+  ResolvedConfig resolved = resolve_config_files(parsed.config_paths, parsed.overrides);
+  const int world = parsed.world > 0 ? parsed.world : static_cast<int>(resolved.config.launch.num_processes);
+  apply_batch_arithmetic(resolved, world);  // a DeepSpeed train_batch_size sets the micro batch
+  const Config& config = resolved.config;
   const ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
   const ModelFootprint model = model_footprint(config.train.model, spec);
   const std::vector<MemoryEstimate> rows = estimate_all(config, world);

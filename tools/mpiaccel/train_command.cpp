@@ -1,4 +1,4 @@
-// `mpiaccel train --config F [section.key=value ...]`: the built-in trainer,
+// `mpiaccel train --config F... [section.key=value ...]`: the built-in trainer,
 // run under mpirun or srun.
 
 #include <string>
@@ -32,9 +32,13 @@ int run_train(const std::vector<std::string>& args, int* argc, char*** argv) {
 
 extern const Command kTrainCommand = {
     "train", "train the configured model (run under mpirun/srun)",
-    "usage: mpirun -np N mpiaccel train --config FILE [section.key=value ...]\n\n"
+    "usage: mpirun -np N mpiaccel train --config FILE... [section.key=value ...]\n\n"
     "Trains the model of [train] model on [train] dataset with the strategy of\n"
-    "[distributed] strategy. Overrides set any config key, e.g. train.max_steps=50.\n"
+    "[distributed] strategy. --config is repeatable and reads INI, Accelerate YAML,\n"
+    "DeepSpeed JSON, the Trainer's fsdp_config and TrainingArguments JSON; two files\n"
+    "that disagree on a key stop the run (docs/config.md). Without --config: the\n"
+    "default config `mpiaccel config` wrote. Overrides set any config key and beat\n"
+    "the files, e.g. train.max_steps=50.\n"
     "Rank 0 prints progress; metrics go to [logging] metrics_file (JSONL).\n"
     "Exit status: 0 finished, 1 failed, 2 usage error, 3 pre-empted (SIGUSR1/SIGTERM)\n"
     "after a checkpoint: run again with checkpoint.resume=latest.\n",

@@ -143,7 +143,7 @@ expect_contains calls.log "scontrol requeue 4242"
 MPIACCEL_DRY_RUN=1 MPIACCEL="$MPIACCEL" bash "$JOBS/local/train.sh" 2 "$SOURCE_DIR/jobs/fortunes-gpt.ini" \
   train.max_steps=5 > out.txt 2> err.txt || { cat err.txt; fail "local dry run failed"; }
 expect_contains out.txt "mpirun -np 2 "
-expect_contains out.txt "$MPIACCEL train train.max_steps=5 --config $SOURCE_DIR/jobs/fortunes-gpt.ini"
+expect_contains out.txt "$MPIACCEL train --config $SOURCE_DIR/jobs/fortunes-gpt.ini train.max_steps=5"
 bash "$JOBS/local/train.sh" 2 > out.txt 2> err.txt
 [ $? = 2 ] || fail "local script without CONFIG should exit 2"
 expect_contains err.txt "usage:"

@@ -124,14 +124,10 @@ class Combiner {
   // does not accept is refused here, naming the file's line and key.
   static std::string canonical(const ConfigSetting& setting) {
     Config scratch;
-    try {
-      scratch.set(setting.key, setting.value);
-    } catch (const ConfigError& e) {
-      std::string why = e.message();
-      const size_t colon = why.find("': ");
-      if (why.rfind("set '", 0) == 0 && colon != std::string::npos) why = why.substr(colon + 3);
-      throw ConfigError(setting.origin + ": " + setting.source_key + " gives " + why, __FILE__, __LINE__);
-    }
+    const size_t dot = setting.key.find('.');
+    const std::string why =
+        detail::set_key(scratch, setting.key.substr(0, dot), setting.key.substr(dot + 1), setting.value);
+    if (!why.empty()) throw ConfigError(setting.origin + ": " + setting.source_key + " gives " + why, __FILE__, __LINE__);
     return scratch.get(setting.key);
   }
 

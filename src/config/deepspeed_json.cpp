@@ -113,6 +113,12 @@ void warmup_min_lr(Translator& t, const SourceLeaf& leaf) {
   t.moot(leaf, "warmup starts from 0");
 }
 
+// A feature DeepSpeed switches on with NAME.enabled: refused when enabled,
+// and its other keys moot while it is off.
+std::vector<KeyRule> feature(const std::string& name, const std::string& why, const std::string& off) {
+  return {{name + ".enabled", "refused", why, {}, {"false"}}, {name + ".*", "moot", off}};
+}
+
 KeyRule off_unless(const std::string& key, const std::string& why, std::vector<std::string> harmless) {
   return {key, "refused", why, {}, std::move(harmless)};
 }
@@ -249,38 +255,31 @@ std::vector<KeyRule> zero_rules() {
 }
 
 std::vector<KeyRule> feature_rules() {
-  return {
+  const std::vector<KeyRule> sections{
       {"activation_checkpointing.*", "moot",
        "configures deepspeed.checkpointing, which only models calling it use; mpiaccel's is fsdp.activation_checkpointing"},
       {"checkpoint.*", "moot", "checkpoints are one parallel HDF5 file (docs/checkpoint.md)"},
       {"aio.*", "moot", kNoNvme},
-      off_unless("flops_profiler.enabled", "no FLOPs profiler; [logging] trace times the step", {"false"}),
-      {"flops_profiler.*", "moot", "no FLOPs profiler"},
-      off_unless("comms_logger.enabled", "no communication logger; [logging] trace records collectives", {"false"}),
-      {"comms_logger.*", "moot", "no communication logger"},
-      off_unless("tensorboard.enabled", "TensorBoard output is not in mpiaccel yet; metrics go to [logging] metrics_file",
-                 {"false"}),
-      {"tensorboard.*", "moot", "TensorBoard off"},
-      off_unless("wandb.enabled", "no Weights & Biases; metrics go to [logging] metrics_file", {"false"}),
-      {"wandb.*", "moot", "W&B off"},
-      off_unless("csv_monitor.enabled", "metrics go to [logging] metrics_file (JSON lines)", {"false"}),
-      {"csv_monitor.*", "moot", "CSV monitor off"},
-      off_unless("elasticity.enabled", "no elastic batch sizes; the world size is fixed at launch", {"false"}),
-      {"elasticity.*", "moot", "elasticity off"},
       off_unless("pipeline.*", "pipeline parallelism is not in mpiaccel yet", {"null"}),
       off_unless("compression_training.*", "no compression training", {"null"}),
       off_unless("sparse_attention.*", "no sparse attention", {"null"}),
-      off_unless("data_efficiency.enabled", "no curriculum or data routing", {"false"}),
-      {"data_efficiency.*", "moot", "data efficiency off"},
-      off_unless("curriculum_learning.enabled", "no curriculum learning", {"false"}),
-      {"curriculum_learning.*", "moot", "curriculum learning off"},
-      off_unless("autotuning.enabled", "no autotuning", {"false"}),
-      {"autotuning.*", "moot", "autotuning off"},
-      off_unless("hybrid_engine.enabled", "no hybrid engine", {"false"}),
-      {"hybrid_engine.*", "moot", "hybrid engine off"},
-      off_unless("nebula.enabled", "no Nebula checkpoints", {"false"}),
-      {"nebula.*", "moot", "Nebula off"},
   };
+  const std::string metrics = "metrics go to [logging] metrics_file";
+  return join_rules({
+      sections,
+      feature("flops_profiler", "no FLOPs profiler; [logging] trace times the step", "no FLOPs profiler"),
+      feature("comms_logger", "no communication logger; [logging] trace records collectives",
+              "no communication logger"),
+      feature("tensorboard", "TensorBoard output is not in mpiaccel yet; " + metrics, "TensorBoard off"),
+      feature("wandb", "no Weights & Biases; " + metrics, "W&B off"),
+      feature("csv_monitor", metrics + " (JSON lines)", "CSV monitor off"),
+      feature("elasticity", "no elastic batch sizes; the world size is fixed at launch", "elasticity off"),
+      feature("data_efficiency", "no curriculum or data routing", "data efficiency off"),
+      feature("curriculum_learning", "no curriculum learning", "curriculum learning off"),
+      feature("autotuning", "no autotuning", "autotuning off"),
+      feature("hybrid_engine", "no hybrid engine", "hybrid engine off"),
+      feature("nebula", "no Nebula checkpoints", "Nebula off"),
+  });
 }
 
 std::vector<KeyRule> make_rules() {

@@ -14,10 +14,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-[[noreturn]] void fail(const std::string& source, int line, const std::string& what) {
-  throw ConfigError(source + ":" + std::to_string(line) + ": " + what, __FILE__, __LINE__);
-}
-
 // The line of every object key of valid JSON text, in text order: a string
 // followed by ':' is a key.
 std::vector<int> key_lines(const std::string& text) {
@@ -58,7 +54,7 @@ struct Walk {
 
   void object(const Json& value, const std::string& prefix, int depth, int line_of_key) {
     if (depth > kMaxSourceDepth) {
-      fail(source, line_of_key, "objects nested deeper than " + std::to_string(kMaxSourceDepth) +
+      fail_at(source, line_of_key, "objects nested deeper than " + std::to_string(kMaxSourceDepth) +
                                     " levels; accepted: a config file");
     }
     for (const auto& [key, member] : value.items()) {
@@ -92,12 +88,6 @@ struct DuplicateCheck {
     return true;
   }
 };
-
-int line_of_byte(const std::string& text, size_t byte) {
-  int line = 1;
-  for (size_t i = 0; i < byte && i < text.size(); ++i) line += text[i] == '\n';
-  return line;
-}
 
 // The line where `key` is written as a key the second time.
 int second_key_line(const std::string& text, const std::string& key) {
@@ -136,7 +126,7 @@ int line_nested_deeper(const std::string& text, int limit) {
 
 std::vector<SourceLeaf> read_json_leaves(const std::string& text, const std::string& source) {
   if (const int line = line_nested_deeper(text, kMaxSourceDepth)) {
-    fail(source, line, "nested deeper than " + std::to_string(kMaxSourceDepth) + " levels; accepted: a config file");
+    fail_at(source, line, "nested deeper than " + std::to_string(kMaxSourceDepth) + " levels; accepted: a config file");
   }
   Json document;
   DuplicateCheck duplicates;
@@ -147,7 +137,7 @@ std::vector<SourceLeaf> read_json_leaves(const std::string& text, const std::str
     std::string what = e.what();
     const size_t colon = what.find(": ", what.find("parse error"));
     if (colon != std::string::npos) what = what.substr(colon + 2);
-    fail(source, line_of_byte(text, e.byte == 0 ? 0 : e.byte - 1),
+    fail_at(source, line_of_byte(text, e.byte == 0 ? 0 : e.byte - 1),
          "JSON syntax error: " + what + "; accepted: a JSON object");
   } catch (const Json::exception& e) {  // "number overflow parsing '1e999'"
     std::string what = e.what();
@@ -156,31 +146,17 @@ std::vector<SourceLeaf> read_json_leaves(const std::string& text, const std::str
     const size_t quote = what.find('\'');
     const size_t at = quote == std::string::npos ? std::string::npos
                                                  : text.find(what.substr(quote + 1, what.rfind('\'') - quote - 1));
-    fail(source, at == std::string::npos ? 1 : line_of_byte(text, at),
+    fail_at(source, at == std::string::npos ? 1 : line_of_byte(text, at),
          "JSON error: " + what + "; accepted: numbers a double holds");
   }
   if (!duplicates.duplicate.empty()) {
-    fail(source, second_key_line(text, duplicates.duplicate), "key '" + duplicates.duplicate + "' appears twice in one object; accepted: each key once");
+    fail_at(source, second_key_line(text, duplicates.duplicate), "key '" + duplicates.duplicate + "' appears twice in one object; accepted: each key once");
   }
-  if (!document.is_object()) fail(source, 1, "the file is JSON but not an object; accepted: { \"key\": value, ... }");
+  if (!document.is_object()) fail_at(source, 1, "the file is JSON but not an object; accepted: { \"key\": value, ... }");
   const std::vector<int> lines = key_lines(text);
   Walk walk{source, lines, 0, {}};
   walk.object(document, "", 1, 1);
   return walk.leaves;
-}
-
-std::string leaf_text(const nlohmann::json& value) {
-  if (value.is_string()) return value.get<std::string>();
-  if (value.is_array()) {
-    std::string out;
-    for (const auto& item : value) out += (out.empty() ? "" : ", ") + leaf_text(item);
-    return out;
-  }
-  return json_text(value);
-}
-
-std::string json_text(const nlohmann::json& value) {
-  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace mpiaccel::detail

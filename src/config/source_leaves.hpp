@@ -29,6 +29,11 @@ constexpr int kMaxSourceDepth = 32;
 std::vector<SourceLeaf> read_yaml_leaves(const std::string& text, const std::string& source);
 std::vector<SourceLeaf> read_json_leaves(const std::string& text, const std::string& source);
 
+/// Throws ConfigError "SOURCE:LINE: WHAT".
+[[noreturn]] void fail_at(const std::string& source, int line, const std::string& what);
+/// The 1-based line of byte `byte` of `text`.
+int line_of_byte(const std::string& text, size_t byte);
+
 /// A leaf value as a setting's text: a string as it is, a list as its items
 /// joined by ", ", anything else as JSON.
 std::string leaf_text(const nlohmann::json& value);

@@ -136,12 +136,7 @@ void fsdp_option(Translator& t, const SourceLeaf& leaf, const std::string& optio
 
 // Without FSDP or DeepSpeed the Trainer runs DDP over the ranks it is given:
 // a weak setting, which a DeepSpeed section or another file overrules.
-void fsdp_off(Translator& t, const SourceLeaf& leaf) {
-  const bool weak = t.weak();
-  t.set_weak(true);
-  t.set(leaf, "distributed.strategy", "ddp");
-  t.set_weak(weak);
-}
+void fsdp_off(Translator& t, const SourceLeaf& leaf) { t.set_default(leaf, "distributed.strategy", "ddp"); }
 
 // fsdp: true, "full_shard auto_wrap", or a list of those words.
 void fsdp(Translator& t, const SourceLeaf& leaf) {

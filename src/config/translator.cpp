@@ -23,6 +23,10 @@ void Translator::set(const SourceLeaf& leaf, const std::string& key, const std::
   into.push_back({key, value, origin(leaf), leaf.path});
 }
 
+void Translator::set_default(const SourceLeaf& leaf, const std::string& key, const std::string& value) {
+  result_.weak_settings.push_back({key, value, origin(leaf), leaf.path});
+}
+
 void Translator::moot(const SourceLeaf& leaf, const std::string& reason) {
   if (weak_) return;
   result_.moot.push_back({origin(leaf), leaf.path, reason});

@@ -37,6 +37,8 @@ class Translator {
 
   /// Sets mpiaccel's `key` (section.key) to `value` because of `leaf`.
   void set(const SourceLeaf& leaf, const std::string& key, const std::string& value);
+  /// A weak setting whatever the mode: what the producer does by default.
+  void set_default(const SourceLeaf& leaf, const std::string& key, const std::string& value);
   /// Records why `leaf` needs nothing (not while weak: a default says nothing).
   void moot(const SourceLeaf& leaf, const std::string& reason);
   [[noreturn]] void refuse(const SourceLeaf& leaf, const std::string& why) const;

@@ -24,10 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void fail(const std::string& source, int line, const std::string& what) {
-  throw ConfigError(source + ":" + std::to_string(line) + ": " + what, __FILE__, __LINE__);
-}
-
 int line_of(const YAML::Node& node) { return node.Mark().line + 1; }
 
 // PyYAML's int: 0b101, 017 (octal), 0x1f, 1_000 (no sexagesimal).
@@ -93,11 +89,11 @@ constexpr size_t kMaxValues = 100000;
 
 json to_json(const YAML::Node& node, const std::string& source, int depth, size_t& budget) {
   if (budget-- == 0) {
-    fail(source, line_of(node), "more than " + std::to_string(kMaxValues) +
+    fail_at(source, line_of(node), "more than " + std::to_string(kMaxValues) +
                                     " values (aliases expanded); accepted: a config file");
   }
   if (depth > kMaxSourceDepth) {
-    fail(source, line_of(node), "nested deeper than " + std::to_string(kMaxSourceDepth) +
+    fail_at(source, line_of(node), "nested deeper than " + std::to_string(kMaxSourceDepth) +
                                     " levels; accepted: a config file");
   }
   switch (node.Type()) {
@@ -123,17 +119,17 @@ json to_json(const YAML::Node& node, const std::string& source, int depth, size_
 void flatten(const YAML::Node& map, const std::string& prefix, const std::string& source, int depth,
              size_t& budget, std::vector<SourceLeaf>& leaves) {
   if (depth > kMaxSourceDepth) {
-    fail(source, line_of(map), "mappings nested deeper than " + std::to_string(kMaxSourceDepth) +
+    fail_at(source, line_of(map), "mappings nested deeper than " + std::to_string(kMaxSourceDepth) +
                                    " levels; accepted: a config file");
   }
   std::set<std::string> seen;
   for (const auto& member : map) {
     const YAML::Node& key = member.first;
-    if (budget-- == 0) fail(source, line_of(key), "more than " + std::to_string(kMaxValues) + " values; accepted: a config file");
-    if (!key.IsScalar()) fail(source, line_of(key), "a key that is not text; accepted: key: value");
+    if (budget-- == 0) fail_at(source, line_of(key), "more than " + std::to_string(kMaxValues) + " values; accepted: a config file");
+    if (!key.IsScalar()) fail_at(source, line_of(key), "a key that is not text; accepted: key: value");
     const std::string name = key.Scalar();
     if (!seen.insert(name).second) {
-      fail(source, line_of(key), "key '" + name + "' appears twice in one mapping; accepted: each key once");
+      fail_at(source, line_of(key), "key '" + name + "' appears twice in one mapping; accepted: each key once");
     }
     const std::string path = prefix.empty() ? name : prefix + "." + name;
     if (member.second.IsMap() && member.second.size() > 0) {
@@ -148,24 +144,22 @@ void flatten(const YAML::Node& map, const std::string& prefix, const std::string
 
 std::vector<SourceLeaf> read_yaml_leaves(const std::string& text, const std::string& source) {
   if (const size_t bad = first_invalid_utf8(text); bad != std::string::npos) {
-    int line = 1;
-    for (size_t i = 0; i < bad; ++i) line += text[i] == '\n';
-    fail(source, line, "a byte that is not UTF-8; accepted: UTF-8 text (save the file as UTF-8)");
+    fail_at(source, line_of_byte(text, bad), "a byte that is not UTF-8; accepted: UTF-8 text (save the file as UTF-8)");
   }
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    fail(source, e.mark.line + 1, "YAML syntax error: " + e.msg + "; accepted: key: value lines");
+    fail_at(source, e.mark.line + 1, "YAML syntax error: " + e.msg + "; accepted: key: value lines");
   }
   std::vector<SourceLeaf> leaves;
   if (root.IsNull()) return leaves;  // an empty file sets nothing
-  if (!root.IsMap()) fail(source, line_of(root), "the top level is not a mapping; accepted: key: value lines");
+  if (!root.IsMap()) fail_at(source, line_of(root), "the top level is not a mapping; accepted: key: value lines");
   try {
     size_t budget = kMaxValues;
     flatten(root, "", source, 1, budget, leaves);
   } catch (const YAML::Exception& e) {
-    fail(source, e.mark.line + 1, "YAML error: " + e.msg);
+    fail_at(source, e.mark.line + 1, "YAML error: " + e.msg);
   }
   return leaves;
 }

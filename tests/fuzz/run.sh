@@ -60,7 +60,7 @@ for name in "${harnesses[@]}"; do
               "$src/core/error.cpp" -- -linih ;;
     config_files) link config_files "$here/fuzz_config_files.cpp" \
                     "$src"/config/{config,derived,ini_parse,schema,value_text,read_config_file,config_files,config_report}.cpp \
-                    "$src"/config/{translator,json_source,yaml_source,accelerate_yaml,deepspeed_json}.cpp \
+                    "$src"/config/{translator,source_leaves,json_source,yaml_source,accelerate_yaml,deepspeed_json}.cpp \
                     "$src"/config/{trainer_fsdp,training_arguments_json}.cpp "$src/core/error.cpp" -- -linih -lyaml-cpp ;;
     manifest) link manifest "$here/fuzz_manifest.cpp" \
                 "$src"/checkpoint/{manifest_reader,manifest_codec,shard_table_writer,shard_record_type}.cpp \

@@ -4,8 +4,8 @@
 # DeepSpeed ZeRO-2 with offload) and transformers'
 # TrainingArguments.to_json_string (DDP, FSDP, DeepSpeed), plus the bundled
 # jobs/accelerate-fsdp2.yaml (issue 26's example, verbatim) and
-# jobs/deepspeed-zero2-offload.json (DeepSpeed's documented ZeRO-2 example,
-# with "auto"). Each trains, combined with a model-only INI, to the same
+# jobs/deepspeed-zero2-offload.json (the ZeRO-2 + offload example of the
+# Trainer's DeepSpeed documentation, with "auto"). Each trains, combined with a model-only INI, to the same
 # losses, step for step, as an INI written by hand for the same settings.
 # Then: `mpiaccel config --from` writes an INI that reads back to the same
 # config; the user's default config is read without --config; bad files end
@@ -111,8 +111,8 @@ train args_deepspeed 2 args_deepspeed.json model.ini
 train args_deepspeed.ini 2 args.ini args_zero1.ini model.ini
 same_losses args_deepspeed args_deepspeed.ini
 
-# DeepSpeed's documented ZeRO-2 + CPU offload example, "auto" everywhere it
-# allows: the values come from the other files or the defaults.
+# The Trainer documentation's DeepSpeed ZeRO-2 + CPU offload example, "auto"
+# everywhere it allows: the values come from the other files or the defaults.
 cat > ds_by_hand.ini <<'INI'
 [distributed]
 strategy = zero

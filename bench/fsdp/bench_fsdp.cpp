@@ -1,11 +1,12 @@
 // One run of the strategy benchmark: the bundled GPT (about 48M parameters by
-// default) trained by our Accelerator on fixed random tokens under the
+// default) or Llama (--model llama) trained by our Accelerator on fixed random tokens under the
 // strategy that the section.key=value overrides select, timed step by step.
 // run.sh runs it once per (strategy, world size) and summarize.py compares
 // every strategy with DDP at the same world size.
 //
 //   bench_fsdp --label NAME --csv FILE [--warmup N] [--iters N]
 //              [--n-layer L] [--n-embd E] [--n-head H] [--seq-len T] [--batch B]
+//              [--model gpt|llama] [--n-kv-head K] [--intermediate I] [--vocab V]
 //              [section.key=value ...]
 //
 // A step is what the trainer does: forward and loss (under the Accelerator's
@@ -66,6 +67,7 @@ struct Options {
   int warmup = 2;
   int iters = 5;
   mpiaccel::ModelSpec spec;
+  std::string model = "gpt";  // or "llama"
   int64_t batch = 2;
   std::vector<std::string> overrides;
 };
@@ -74,7 +76,7 @@ struct Options {
   std::fprintf(stderr,
                "bench_fsdp: %s\nusage: bench_fsdp --label NAME --csv FILE [--warmup N] [--iters N] "
                "[--n-layer L] [--n-embd E] [--n-head H] [--seq-len T] [--batch B] "
-               "[section.key=value ...]\n",
+               "[--model gpt|llama] [--n-kv-head K] [--intermediate I] [--vocab V] [section.key=value ...]\n",
                why.c_str());
   std::exit(2);
 }
@@ -98,6 +100,10 @@ Options parse_options(int argc, char** argv) {
         else if (name == "--n-head") o.spec.n_head = std::stoll(value);
         else if (name == "--seq-len") o.spec.block_size = std::stoll(value);
         else if (name == "--batch") o.batch = std::stoll(value);
+        else if (name == "--model") o.model = value;
+        else if (name == "--n-kv-head") o.spec.n_kv_head = std::stoll(value);
+        else if (name == "--intermediate") o.spec.intermediate_size = std::stoll(value);
+        else if (name == "--vocab") o.spec.vocab_size = std::stoll(value);
         else return false;
         return true;
       },
@@ -182,12 +188,12 @@ int run(int argc, char** argv) {
   overrides.insert(overrides.end(), options.overrides.begin(), options.overrides.end());
   mpiaccel::Accelerator acc(runtime, mpiaccel::Config::defaults(overrides));
   acc.set_seed(0);
-  const auto model = mpiaccel::make_model("gpt", options.spec);
+  const auto model = mpiaccel::make_model(options.model, options.spec);
   const int64_t psi = mpiaccel::parameter_count(*model);
   const auto optimizer = mpiaccel::detail::make_optimizer(acc.config().optimizer, model->module());
   acc.prepare(mpiaccel::as_module(model), optimizer);
   auto* has_units = dynamic_cast<mpiaccel::HasUnits*>(model.get());
-  MPIACCEL_CHECK(has_units, "bench_fsdp: the GPT does not run its layers through mpiaccel::HasUnits");
+  MPIACCEL_CHECK(has_units, "bench_fsdp: the model does not run its layers through mpiaccel::HasUnits");
   StateSampler sampler(acc.strategy(), *optimizer, has_units->units());
 
   // Tokens fixed before the loop, different per rank: the benchmark times

@@ -54,7 +54,10 @@ struct FsdpConfig {
   bool reshard_after_forward = true;
   bool cpu_offload = false;
   std::string auto_wrap_policy = "TRANSFORMER_BASED_WRAP";  ///< | SIZE_BASED_WRAP | NO_WRAP
-  std::string transformer_layer_cls_to_wrap = "DecoderLayer";
+  /// Unit classes (Module::name()s, comma-separated); "" = the bundled
+  /// model's own (units_to_wrap in models.hpp): DecoderLayer for the GPT,
+  /// LlamaDecoderLayer for the Llama, MlpBlock for the MLP.
+  std::string transformer_layer_cls_to_wrap;
   int64_t min_num_params = 100000000;
   bool forward_prefetch = true;
   std::string backward_prefetch = "BACKWARD_PRE";  ///< BACKWARD_PRE | BACKWARD_POST | NO_PREFETCH
@@ -88,7 +91,7 @@ struct SchedulerConfig {
 };
 
 struct TrainConfig {
-  std::string model = "gpt";            ///< gpt | mlp | cnn
+  std::string model = "gpt";            ///< gpt | llama | mlp | cnn
   std::string dataset = "fortunes";     ///< fortunes | fashion-mnist | tokens | hdf5
   std::string data_dir;                 ///< "" = the dataset's Debian location; hdf5: a file or directory
   /// tokens: raw text (a file or directory) that rank 0 BPE-tokenizes into
@@ -106,7 +109,18 @@ struct TrainConfig {
   double val_fraction = 0.05;           ///< share of the text held out
   bool drop_last = true;
   int64_t num_threads = 1;              ///< torch intra-op threads per rank
-  int64_t sample_tokens = 200;          ///< generated at the end of a GPT run; 0 = none
+  int64_t sample_tokens = 200;          ///< generated at the end of a GPT or Llama run; 0 = none
+  /// The loader's threads (docs/data_and_models.md, "Loader workers"): they
+  /// assemble the next batches while the step runs; 0 = the training thread.
+  int64_t num_workers = 0;
+  int64_t prefetch_factor = 2;          ///< batches each worker keeps ready
+  bool pin_memory = true;               ///< page-locked host batches when the device is a GPU
+  /// Copy batches to the GPU on a side stream, ordered by an event
+  /// (Accelerate's accelerator_config.non_blocking).
+  bool non_blocking = false;
+  /// batch_size is the global batch, split across the ranks (Accelerate's
+  /// split_batches); it must divide by the world size.
+  bool split_batches = false;
 };
 
 struct ModelConfig {
@@ -118,8 +132,23 @@ struct ModelConfig {
   int64_t hidden_size = 256;            ///< MLP/CNN hidden width
   int64_t mlp_layers = 2;               ///< MLP hidden layers
   std::string activation = "gelu";      ///< GPT MLP: gelu (exact) | gelu_tanh (GPT-2's gelu_new)
-  /// A pretrained GPT-2-format model to start from: a Hugging Face model
-  /// directory or a .safetensors file ("" = none).
+  // The Llama's own ([train] model = llama; docs/data_and_models.md, "Llama").
+  int64_t n_kv_head = 0;                ///< key/value heads (grouped-query attention); 0 = n_head
+  int64_t head_dim = 0;                 ///< 0 = n_embd / n_head
+  int64_t intermediate_size = 0;        ///< SwiGLU width; 0 = 8/3 n_embd rounded up to 256
+  double rope_theta = 10000.0;          ///< the rotary embedding's base
+  std::string rope_scaling = "none";    ///< none | llama3 (Llama 3.1's long-context frequencies)
+  double rope_scaling_factor = 8.0;     ///< llama3: factor
+  double rope_low_freq_factor = 1.0;    ///< llama3: low_freq_factor
+  double rope_high_freq_factor = 4.0;   ///< llama3: high_freq_factor
+  int64_t rope_original_max_positions = 8192;  ///< llama3: original_max_position_embeddings
+  double rms_norm_eps = 1e-5;
+  bool attention_bias = false;          ///< biases on q, k, v and o projections
+  bool mlp_bias = false;                ///< biases on the SwiGLU projections
+  bool tie_word_embeddings = false;     ///< the Llama's head is the token embedding (the GPT's always is)
+  /// A pretrained model to start from ("" = none): a Hugging Face model
+  /// directory (GPT2LMHeadModel for the GPT, LlamaForCausalLM for the Llama)
+  /// or a .safetensors file.
   std::string init_from;
 };
 
@@ -139,6 +168,10 @@ struct LoggingConfig {
   std::string metrics_file = "metrics.jsonl";
   std::string progress = "auto";        ///< auto | bar | lines | off
   std::string trace;                    ///< Chrome trace JSON path; "" = off
+  /// Where metrics go (the Trainer's report_to): a list of jsonl (metrics_file)
+  /// and tensorboard (event files in logging_dir), or none.
+  std::string report_to = "jsonl";
+  std::string logging_dir = "runs";     ///< tensorboard: the event files' directory
 };
 
 /// A problem in a config file or override. message() is the one-line

@@ -1,8 +1,8 @@
 #pragma once
-// The bundled reference models: a GPT for byte-level text, and an MLP and a
-// small CNN for Fashion-MNIST. Each is a torch::nn::Module (as_module()) that
+// The bundled reference models: a GPT and a Llama for text (bytes or BPE
+// tokens), and an MLP and a small CNN for Fashion-MNIST. Each is a torch::nn::Module (as_module()) that
 // also answers this small Model interface, so the trainer can drive any of
-// them without knowing which. The GPT runs its DecoderLayers through
+// them without knowing which. The GPT and the Llama run their decoder layers through
 // mpiaccel::HasUnits (include/mpiaccel/unit.hpp), which is how FSDP and
 // activation checkpointing reach them.
 //
@@ -24,8 +24,9 @@ class Module;
 
 namespace mpiaccel {
 
-/// The sizes of a bundled model. GPT reads n_layer .. dropout; MLP and CNN
-/// read hidden_size (and mlp_layers for the MLP).
+/// The sizes of a bundled model. GPT reads n_layer .. dropout and
+/// activation; the Llama the same but activation, and its own fields below;
+/// MLP and CNN read hidden_size (and mlp_layers for the MLP).
 struct ModelSpec {
   int64_t n_layer = 4;
   int64_t n_head = 4;
@@ -38,6 +39,28 @@ struct ModelSpec {
   /// The GPT MLP's GELU: "gelu" (exact, erf) or "gelu_tanh" (the tanh
   /// approximation: GPT-2's gelu_new).
   std::string activation = "gelu";
+  // The Llama's (names as in transformers' LlamaConfig, where they differ).
+  int64_t n_kv_head = 0;          ///< num_key_value_heads; 0 = n_head
+  int64_t head_dim = 0;           ///< 0 = n_embd / n_head
+  int64_t intermediate_size = 0;  ///< 0 = 8/3 n_embd rounded up to a multiple of 256
+  double rope_theta = 10000.0;
+  std::string rope_scaling = "none";  ///< none | llama3
+  double rope_scaling_factor = 8.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int64_t rope_original_max_positions = 8192;
+  double rms_norm_eps = 1e-5;
+  bool attention_bias = false;
+  bool mlp_bias = false;
+  bool tie_word_embeddings = false;
+
+  /// The Llama's key/value heads, head width and SwiGLU width, with the
+  /// defaults (0) resolved.
+  int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int64_t head_width() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
+  int64_t swiglu_width() const {
+    return intermediate_size > 0 ? intermediate_size : (8 * n_embd / 3 + 255) / 256 * 256;
+  }
 
   /// From the [model] section, with block_size = `seq_len` ([train] seq_len).
   static ModelSpec from(const ModelConfig& model, int64_t seq_len);
@@ -47,13 +70,13 @@ struct ModelSpec {
 class Model {
  public:
   virtual ~Model() = default;
-  /// GPT: int64 tokens [B, T] -> logits [B, T, vocab]. MLP/CNN: float images
+  /// GPT, Llama: int64 tokens [B, T] -> logits [B, T, vocab]. MLP/CNN: float images
   /// [B, 1, 28, 28] -> logits [B, 10].
   virtual at::Tensor forward(const at::Tensor& input) = 0;
   /// Mean cross-entropy of `output` (forward's result) against `target`
-  /// (GPT: [B, T] next tokens, over all B·T positions; MLP/CNN: [B] labels).
+  /// (GPT, Llama: [B, T] next tokens, over all B·T positions; MLP/CNN: [B] labels).
   virtual at::Tensor loss(const at::Tensor& output, const at::Tensor& target) = 0;
-  /// "gpt", "mlp" or "cnn".
+  /// "gpt", "llama", "mlp" or "cnn".
   virtual std::string kind() const = 0;
   /// This model as the torch::nn::Module it is (parameters, train/eval, to).
   virtual torch::nn::Module& module() = 0;
@@ -76,17 +99,25 @@ struct ModelInit {
   std::string device = "cpu";
 };
 
-/// A new model of `kind` ("gpt", "mlp", "cnn") sized by `spec`, initialised
+/// A new model of `kind` ("gpt", "llama", "mlp", "cnn") sized by `spec`, initialised
 /// from LibTorch's default generator: seed it (torch::manual_seed) first for
 /// identical weights on every rank. Parameters are registered in a fixed order
-/// with names such as "blocks.0.attn.qkv.weight". `init` may defer them.
+/// with names such as "blocks.0.attn.qkv.weight" (the Llama's are
+/// transformers' LlamaForCausalLM's: "model.layers.0.self_attn.q_proj.weight").
+/// `init` may defer them.
 std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec,
                                   const ModelInit& init = {});
 
 /// The Module::name()s of the modules a model of `kind` runs through
-/// units().run (include/mpiaccel/unit.hpp): GPT {"DecoderLayer"}, MLP
-/// {"MlpBlock"}, CNN none. Only these can be FSDP units that start sharded.
+/// units().run (include/mpiaccel/unit.hpp): GPT {"DecoderLayer"}, Llama
+/// {"LlamaDecoderLayer"}, MLP {"MlpBlock"}, CNN none. Only these can be FSDP units that start sharded.
 std::vector<std::string> model_unit_classes(const std::string& kind);
+
+/// The unit classes FSDP and activation checkpointing pick in `model`: the
+/// comma-separated names of `configured` ([fsdp] transformer_layer_cls_to_wrap),
+/// or, when it is empty, the bundled model's model_unit_classes (none for a
+/// model of the user's own: they must be named).
+std::vector<std::string> units_to_wrap(const torch::nn::Module& model, const std::string& configured);
 
 /// True when some parameter of `module` holds no memory (built deferred, or
 /// resharded by FSDP).
@@ -98,7 +129,7 @@ std::shared_ptr<torch::nn::Module> as_module(const std::shared_ptr<Model>& model
 /// `module` as a Model, or nullptr if it is not one.
 std::shared_ptr<Model> as_model(const std::shared_ptr<torch::nn::Module>& module);
 
-/// Number of parameter elements of `model` (the tied GPT head counted once).
+/// Number of parameter elements of `model` (a tied head counted once).
 int64_t parameter_count(Model& model);
 
 /// Sampling settings of generate().
@@ -110,17 +141,19 @@ struct GenerateOptions {
 };
 
 /// Continues `prompt` (bytes; empty starts from a newline) with
-/// options.n_tokens bytes sampled from a GPT, in eval mode without gradients
-/// (the training mode is restored after). Returns only the new bytes. The
-/// context is the last block_size bytes. Through the model's units: with
+/// options.n_tokens bytes sampled from a GPT or a Llama, in eval mode without
+/// gradients (the training mode is restored after). Returns only the new
+/// bytes. The context is the last block_size bytes; the keys and values of
+/// the context are kept (a KV cache), so each new token costs one position's
+/// forward until the context window slides. Through the model's units: with
 /// FSDP installed it is collective (every rank calls it with the same
-/// arguments). Throws Error if `gpt` is not a GPT.
-std::string generate(Model& gpt, const std::string& prompt, const GenerateOptions& options = {});
+/// arguments). Throws Error if `model` is not a text model.
+std::string generate(Model& model, const std::string& prompt, const GenerateOptions& options = {});
 
-/// generate() over token ids (a GPT of any vocabulary, e.g. BPE tokens that a
+/// generate() over token ids (any vocabulary, e.g. BPE tokens that a
 /// Tokenizer decodes): continues `prompt` (at least one id) and returns the
 /// options.n_tokens new ids. Collective under FSDP, like generate().
-std::vector<int64_t> generate_tokens(Model& gpt, const std::vector<int64_t>& prompt,
+std::vector<int64_t> generate_tokens(Model& model, const std::vector<int64_t>& prompt,
                                      const GenerateOptions& options = {});
 
 }  // namespace mpiaccel

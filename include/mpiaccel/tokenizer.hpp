@@ -8,6 +8,14 @@
 
 namespace mpiaccel {
 
+/// One entry of a tokenizer's vocabulary, as SentencePiece keeps it.
+struct TokenizerPiece {
+  enum class Kind { normal, unknown, control, user_defined, byte, unused };
+  std::string text;  ///< a space is "\xe2\x96\x81" (U+2581); a byte piece is "<0xNN>"
+  float score = 0;   ///< BPE: the higher, the earlier its merge
+  Kind kind = Kind::normal;
+};
+
 /// A SentencePiece model (BPE, as `mpiaccel data tokenize` trains it): text to
 /// ids and back. Copying is not allowed; moving is.
 class Tokenizer {
@@ -31,6 +39,8 @@ class Tokenizer {
   std::vector<int64_t> encode(const std::string& text) const;
   /// The text of `ids` (each in [0, vocab_size())).
   std::string decode(const std::vector<int64_t>& ids) const;
+  /// Every piece, by id.
+  std::vector<TokenizerPiece> pieces() const;
 
  private:
   struct Impl;

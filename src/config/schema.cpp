@@ -74,8 +74,10 @@ std::vector<KeySpec> build_schema() {
       .choice(MPIACCEL_KEY(F, auto_wrap_policy),
               {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"},
               "how the model is split into units")
-      .text(MPIACCEL_KEY(F, transformer_layer_cls_to_wrap), false, "module class names, comma-separated",
-            "unit classes for TRANSFORMER_BASED_WRAP")
+      .text(MPIACCEL_KEY(F, transformer_layer_cls_to_wrap), true,
+            "module class names, comma-separated; empty = the bundled model's",
+            "unit classes for TRANSFORMER_BASED_WRAP (gpt: DecoderLayer, llama: LlamaDecoderLayer, "
+            "mlp: MlpBlock)")
       .integer(MPIACCEL_KEY(F, min_num_params), at_least(1),
                "parameters per unit for SIZE_BASED_WRAP")
       .flag(MPIACCEL_KEY(F, forward_prefetch), "gather the next unit while this one runs forward")
@@ -119,7 +121,7 @@ std::vector<KeySpec> build_schema() {
 
   using T = TrainConfig;
   rows_of(rows, "train", &Config::train)
-      .choice(MPIACCEL_KEY(T, model), {"gpt", "mlp", "cnn"}, "model of the built-in trainer")
+      .choice(MPIACCEL_KEY(T, model), {"gpt", "llama", "mlp", "cnn"}, "model of the built-in trainer")
       .choice(MPIACCEL_KEY(T, dataset), {"fortunes", "fashion-mnist", "tokens", "hdf5"},
               "training data (tokens: train.tokens/val.tokens; hdf5: arrays)")
       .text(MPIACCEL_KEY(T, data_dir), true, "a directory; empty = the dataset's Debian location",
@@ -141,21 +143,41 @@ std::vector<KeySpec> build_schema() {
       .flag(MPIACCEL_KEY(T, drop_last), "drop the last incomplete batch of an epoch")
       .integer(MPIACCEL_KEY(T, num_threads), at_least(1), "torch intra-op threads per rank")
       .integer(MPIACCEL_KEY(T, sample_tokens), at_least(0),
-               "tokens generated at the end of a GPT run; 0 = none");
+               "tokens generated at the end of a GPT or Llama run; 0 = none");
 
   using M = ModelConfig;
   rows_of(rows, "model", &Config::model)
-      .integer(MPIACCEL_KEY(M, n_layer), at_least(1), "GPT decoder layers")
-      .integer(MPIACCEL_KEY(M, n_head), at_least(1), "GPT attention heads (must divide n_embd)")
-      .integer(MPIACCEL_KEY(M, n_embd), at_least(1), "GPT embedding width")
-      .integer(MPIACCEL_KEY(M, vocab_size), at_least(1), "GPT vocabulary (256 = bytes)")
-      .real(MPIACCEL_KEY(M, dropout), below_one(), "dropout probability")
+      .integer(MPIACCEL_KEY(M, n_layer), at_least(1), "GPT/Llama decoder layers")
+      .integer(MPIACCEL_KEY(M, n_head), at_least(1), "GPT/Llama attention heads (must divide n_embd)")
+      .integer(MPIACCEL_KEY(M, n_embd), at_least(1), "GPT/Llama embedding width")
+      .integer(MPIACCEL_KEY(M, vocab_size), at_least(1),
+               "GPT/Llama vocabulary (256 = bytes; a token file's when left at 256)")
+      .real(MPIACCEL_KEY(M, dropout), below_one(), "dropout probability (the Llama's: attention only)")
       .integer(MPIACCEL_KEY(M, hidden_size), at_least(1), "MLP/CNN hidden width")
       .integer(MPIACCEL_KEY(M, mlp_layers), at_least(0), "MLP hidden layers")
       .choice(MPIACCEL_KEY(M, activation), {"gelu", "gelu_tanh"},
               "GPT MLP activation; gelu_tanh = GPT-2's gelu_new")
+      .integer(MPIACCEL_KEY(M, n_kv_head), at_least(0),
+               "Llama key/value heads (grouped-query attention; must divide n_head); 0 = n_head")
+      .integer(MPIACCEL_KEY(M, head_dim), at_least(0), "Llama head width; 0 = n_embd / n_head")
+      .integer(MPIACCEL_KEY(M, intermediate_size), at_least(0),
+               "Llama SwiGLU width; 0 = 8/3 n_embd rounded up to a multiple of 256")
+      .real(MPIACCEL_KEY(M, rope_theta), positive(), "Llama rotary embedding base")
+      .choice(MPIACCEL_KEY(M, rope_scaling), {"none", "llama3"},
+              "Llama rotary frequencies; llama3 = Llama 3.1's long-context rescaling")
+      .real(MPIACCEL_KEY(M, rope_scaling_factor), positive(), "llama3 scaling: factor")
+      .real(MPIACCEL_KEY(M, rope_low_freq_factor), positive(), "llama3 scaling: low_freq_factor")
+      .real(MPIACCEL_KEY(M, rope_high_freq_factor), positive(), "llama3 scaling: high_freq_factor")
+      .integer(MPIACCEL_KEY(M, rope_original_max_positions), at_least(1),
+               "llama3 scaling: original_max_position_embeddings")
+      .real(MPIACCEL_KEY(M, rms_norm_eps), positive(), "Llama RMSNorm epsilon")
+      .flag(MPIACCEL_KEY(M, attention_bias), "Llama: biases on the q, k, v and o projections")
+      .flag(MPIACCEL_KEY(M, mlp_bias), "Llama: biases on the SwiGLU projections")
+      .flag(MPIACCEL_KEY(M, tie_word_embeddings),
+            "Llama: the head is the token embedding (the GPT's always is)")
       .text(MPIACCEL_KEY(M, init_from), true, "a path; empty = none",
-            "start from a pretrained GPT-2-format model (a Hugging Face directory or .safetensors)");
+            "start from a pretrained model: a Hugging Face directory (GPT2LMHeadModel for the GPT, "
+            "LlamaForCausalLM for the Llama) or a .safetensors file");
 
   using C = CheckpointConfig;
   rows_of(rows, "checkpoint", &Config::checkpoint)

@@ -56,6 +56,7 @@ SentencePieceApi load_api() {
     bind(handle, "mpiaccel_spm_vocab_size", api.vocab_size, path);
     bind(handle, "mpiaccel_spm_encode", api.encode, path);
     bind(handle, "mpiaccel_spm_decode", api.decode, path);
+    bind(handle, "mpiaccel_spm_piece", api.piece, path);
     bind(handle, "mpiaccel_spm_train", api.train, path);
     return api;  // never closed: models may live until exit
   }

@@ -18,6 +18,7 @@ struct SentencePieceApi {
                 std::string* error);
   int (*decode)(void* processor, const std::vector<int>* ids, std::string* text,
                 std::string* error);
+  void (*piece)(void* processor, int id, std::string* piece, float* score, int* kind);
   int (*train)(const std::string* text,
                const std::vector<std::pair<std::string, std::string>>* args, unsigned seed,
                std::string* model, std::string* error);

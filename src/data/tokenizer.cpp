@@ -2,6 +2,7 @@
 // reaches the public header. The processor lives in libmpiaccel_sentencepiece,
 // loaded apart from LibTorch (sentencepiece_api.hpp says why).
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -83,6 +84,35 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
   MPIACCEL_CHECK(api.decode(impl_->processor, &narrow, &text, &error) == 0,
                  "tokenizer " + impl_->path + ": cannot decode: " + error);
   return text;
+}
+
+std::vector<TokenizerPiece> Tokenizer::pieces() const {
+  MPIACCEL_CHECK(impl_ != nullptr, "Tokenizer: no model loaded (call load)");
+  const detail::SentencePieceApi& api = detail::sentencepiece_api();
+  const int count = api.vocab_size(impl_->processor);
+  std::vector<TokenizerPiece> out(static_cast<size_t>(count));
+  constexpr TokenizerPiece::Kind kKinds[] = {TokenizerPiece::Kind::normal, TokenizerPiece::Kind::unknown,
+                                             TokenizerPiece::Kind::control, TokenizerPiece::Kind::unused,
+                                             TokenizerPiece::Kind::byte};
+  for (int id = 0; id < count; ++id) {
+    TokenizerPiece& piece = out[static_cast<size_t>(id)];
+    int kind = 0;
+    api.piece(impl_->processor, id, &piece.text, &piece.score, &kind);
+    piece.kind = kKinds[kind];
+  }
+  // SentencePiece lays out its meta pieces (unknown, control, user-defined)
+  // before the byte pieces and the learned ones: with byte fallback, the
+  // "normal" pieces before the first byte are the user-defined ones.
+  for (TokenizerPiece& piece : out) {
+    if (piece.kind == TokenizerPiece::Kind::byte) break;
+    if (piece.kind == TokenizerPiece::Kind::normal) piece.kind = TokenizerPiece::Kind::user_defined;
+  }
+  const bool has_bytes = std::any_of(out.begin(), out.end(),
+                                     [](const TokenizerPiece& p) { return p.kind == TokenizerPiece::Kind::byte; });
+  if (!has_bytes)
+    for (TokenizerPiece& piece : out)
+      if (piece.kind == TokenizerPiece::Kind::user_defined) piece.kind = TokenizerPiece::Kind::normal;
+  return out;
 }
 
 }  // namespace mpiaccel

@@ -9,6 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "estimate/llama_footprint.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/estimate.hpp"
 
@@ -63,6 +64,8 @@ ModelFootprint model_footprint(const std::string& kind, const ModelSpec& spec) {
     }
     add_vector(out.tensors, c);  // ln_f
     add_vector(out.tensors, c);
+  } else if (kind == "llama") {
+    detail::llama_footprint(spec, out);
   } else if (kind == "mlp") {
     out.units = spec.mlp_layers;
     int64_t in = kPixels;
@@ -85,7 +88,7 @@ ModelFootprint model_footprint(const std::string& kind, const ModelSpec& spec) {
     add_linear(out.tensors, 64 * 7 * 7, spec.hidden_size);
     add_linear(out.tensors, spec.hidden_size, kClasses);
   } else {
-    MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, mlp, cnn");
+    MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, llama, mlp, cnn");
   }
   return out;
 }
@@ -134,6 +137,7 @@ int64_t activation_bytes(const std::string& kind, const ModelSpec& spec, int64_t
     if (!checkpointing) return spec.n_layer * layer + head;
     return spec.n_layer * b * t * c * a + layer + head;
   }
+  if (kind == "llama") return detail::llama_activation_bytes(spec, batch, element_bytes, checkpointing);
   if (kind == "mlp") {
     const int64_t h = spec.hidden_size;
     int64_t kept = 0, inputs = 0, largest = 0, in = kPixels;
@@ -156,7 +160,7 @@ int64_t activation_bytes(const std::string& kind, const ModelSpec& spec, int64_t
            b * 64 * 196 * a + b * 64 * 49 * kIndex + b * 64 * 49 * a + b * h * a +
            (spec.dropout > 0 ? b * h * a : 0) + b * h * a + kFp32 * b * kClasses;
   }
-  MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, mlp, cnn");
+  MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, llama, mlp, cnn");
 }
 
 }  // namespace mpiaccel

@@ -64,7 +64,7 @@ std::string format_estimate_table(const Config& config, const ModelFootprint& mo
         << grouped(model.root_params) << " outside units)";
   out << ", " << world << " rank" << (world == 1 ? "" : "s") << ", " << config.optimizer.name << ", batch "
       << config.train.batch_size;
-  if (model.kind == "gpt") out << " x " << config.train.seq_len << " tokens";
+  if (model.kind == "gpt" || model.kind == "llama") out << " x " << config.train.seq_len << " tokens";
   out << " per rank" << (config.fsdp.activation_checkpointing ? ", activation checkpointing" : "") << "\n";
 
   const std::vector<std::string> header = {"strategy", "precision", "params", "grads", "optimizer",

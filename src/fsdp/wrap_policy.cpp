@@ -12,6 +12,7 @@
 
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
+#include "mpiaccel/models.hpp"
 
 namespace mpiaccel::detail {
 namespace {
@@ -64,10 +65,11 @@ std::vector<PlannedUnit> plan_units(torch::nn::Module& model, const FsdpConfig& 
   if (policy == "NO_WRAP") {
     return {};
   } else if (policy == "TRANSFORMER_BASED_WRAP") {
-    const std::vector<std::string> wanted = split_list(config.transformer_layer_cls_to_wrap);
+    const std::vector<std::string> wanted = units_to_wrap(model, config.transformer_layer_cls_to_wrap);
     MPIACCEL_CHECK(!wanted.empty(),
                    "[fsdp] auto_wrap_policy = TRANSFORMER_BASED_WRAP needs "
-                   "transformer_layer_cls_to_wrap (module class names, comma-separated); "
+                   "transformer_layer_cls_to_wrap (module class names, comma-separated) for a model "
+                   "that is not a bundled one; "
                    "the model's module classes are: " + module_classes(model));
     std::map<std::string, int> found;
     for (const std::string& w : wanted) found[w] = 0;

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <utility>
 
+#include "mpiaccel/error.hpp"
+
 namespace mpiaccel::detail {
 namespace {
 
@@ -80,5 +82,46 @@ HfTensorName our_gpt_name(const std::string& hf, bool* unknown) {
   *unknown = true;
   return {"", false};
 }
+
+namespace {
+
+HfTensorName gpt_name_for(const std::string& hf, const ModelSpec&, bool* unknown) { return our_gpt_name(hf, unknown); }
+
+// GPT2Config of our GPT.
+nlohmann::ordered_json gpt2_config(const ModelSpec& spec, const Config& config) {
+  nlohmann::ordered_json c;
+  c["architectures"] = {"GPT2LMHeadModel"};
+  c["model_type"] = "gpt2";
+  c["vocab_size"] = spec.vocab_size;
+  c["n_embd"] = spec.n_embd;
+  c["n_positions"] = spec.block_size;
+  c["n_ctx"] = spec.block_size;
+  c["n_layer"] = spec.n_layer;
+  c["n_head"] = spec.n_head;
+  c["n_inner"] = nullptr;  // 4 x n_embd, as ours
+  c["activation_function"] = config.model.activation == "gelu_tanh" ? "gelu_new" : "gelu";
+  c["layer_norm_epsilon"] = 1e-5;
+  c["resid_pdrop"] = config.model.dropout;
+  c["embd_pdrop"] = config.model.dropout;
+  c["attn_pdrop"] = config.model.dropout;
+  c["initializer_range"] = 0.02;
+  c["scale_attn_weights"] = true;
+  c["tie_word_embeddings"] = true;
+  c["use_cache"] = true;
+  // No beginning or end-of-text token in our vocabularies (GPT-2's 50256
+  // would be outside a byte-level one).
+  c["bos_token_id"] = nullptr;
+  c["eos_token_id"] = nullptr;
+  return c;
+}
+
+// GPT-2 files are checked by their tensors' shapes alone (config.json is
+// optional beside a lone .safetensors file, and GPT-2's carries no setting
+// the shapes miss but the activation, which [model] activation chooses).
+void gpt2_check(const nlohmann::json&, const ModelSpec&, const std::string&) {}
+
+}  // namespace
+
+const HfArchitecture kHfGpt2 = {"gpt", "GPT2LMHeadModel", "wte.weight", hf_gpt2_name, gpt_name_for, gpt2_config, gpt2_check};
 
 }  // namespace mpiaccel::detail

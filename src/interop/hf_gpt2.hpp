@@ -22,12 +22,9 @@
 
 #include <string>
 
-namespace mpiaccel::detail {
+#include "interop/hf_architecture.hpp"
 
-struct HfTensorName {
-  std::string name;          ///< "" when HF keeps no such tensor
-  bool transposed = false;   ///< stored as the transpose of ours
-};
+namespace mpiaccel::detail {
 
 /// Hugging Face's name (with the "transformer." prefix) of our GPT tensor
 /// `ours` ("blocks.3.mlp.fc.weight").

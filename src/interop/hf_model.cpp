@@ -1,4 +1,4 @@
-// Hugging Face GPT-2 directories (see hf_model.hpp).
+// Hugging Face model directories (see hf_model.hpp).
 
 #include "interop/hf_model.hpp"
 
@@ -13,8 +13,9 @@
 #include <memory>
 
 #include "checkpoint/manifest.hpp"
+#include "interop/hf_architecture.hpp"
+#include "interop/hf_tokenizer.hpp"
 #include "interop/safetensors.hpp"
-#include "interop/hf_gpt2.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/error.hpp"
@@ -40,40 +41,6 @@ nlohmann::json read_json(const fs::path& path) {
   } catch (const nlohmann::json::exception& e) {
     MPIACCEL_THROW(path.string() + " is not valid JSON: " + e.what());
   }
-}
-
-// GPT2Config for our GPT: sizes from the tensors, the rest from its config.
-std::string gpt2_config(const CheckpointInfo& info, const Config& config) {
-  const TensorInfo* wte = info.find("model/wte.weight");
-  const TensorInfo* wpe = info.find("model/wpe.weight");
-  int64_t layers = 0;
-  while (info.find("model/blocks." + std::to_string(layers) + ".ln_1.weight")) ++layers;
-  nlohmann::ordered_json c;
-  c["architectures"] = {"GPT2LMHeadModel"};
-  c["model_type"] = "gpt2";
-  c["vocab_size"] = wte->shape[0];
-  c["n_embd"] = wte->shape[1];
-  c["n_positions"] = wpe->shape[0];
-  c["n_ctx"] = wpe->shape[0];
-  c["n_layer"] = layers;
-  c["n_head"] = config.model.n_head;
-  c["n_inner"] = nullptr;  // 4 x n_embd, as ours
-  c["activation_function"] = config.model.activation == "gelu_tanh" ? "gelu_new" : "gelu";
-  c["layer_norm_epsilon"] = 1e-5;
-  c["resid_pdrop"] = config.model.dropout;
-  c["embd_pdrop"] = config.model.dropout;
-  c["attn_pdrop"] = config.model.dropout;
-  c["initializer_range"] = 0.02;
-  c["scale_attn_weights"] = true;
-  c["tie_word_embeddings"] = true;
-  c["use_cache"] = true;
-  // No beginning or end-of-text token in our vocabularies (GPT-2's 50256
-  // would be outside a byte-level one).
-  c["bos_token_id"] = nullptr;
-  c["eos_token_id"] = nullptr;
-  c["torch_dtype"] = "float32";
-  c["mpiaccel_step"] = info.step;
-  return c.dump(2) + "\n";
 }
 
 // The tensors of a HF directory or a single file: HF name -> its file.
@@ -114,22 +81,15 @@ struct HfTensors {
   }
 };
 
-}  // namespace
-
-std::vector<std::string> export_hf_gpt2(const CheckpointReader& reader, const std::string& dir,
-                                        const HfExport& options) {
+// The model tensors of a checkpoint, each as `arch` names and lays it out.
+std::vector<SafetensorsItem> hf_items(const CheckpointReader& reader, const HfArchitecture& arch,
+                                      std::vector<int64_t>* sizes) {
   const CheckpointInfo& info = reader.info();
-  MPIACCEL_CHECK(info.find("model/wte.weight") && info.find("model/wpe.weight"),
-                 info.path + " holds no bundled GPT (model/wte.weight): only the GPT exports to "
-                             "the Hugging Face GPT-2 format");
-  const Config config = Config::parse(info.config_text, info.path + ":/meta/config");
-  // Every tensor of ours, renamed and laid out as GPT-2 keeps it.
   std::vector<SafetensorsItem> items;
-  std::vector<int64_t> sizes;
   for (const TensorInfo& t : info.tensors) {
     if (t.name.compare(0, 6, "model/") != 0) continue;
-    const HfTensorName hf = hf_gpt2_name(t.name.substr(6));
-    MPIACCEL_CHECK(!hf.name.empty(), info.path + ": tensor " + t.name + " has no place in GPT-2");
+    const HfTensorName hf = arch.to_hf(t.name.substr(6));
+    MPIACCEL_CHECK(!hf.name.empty(), info.path + ": tensor " + t.name + " has no place in " + arch.hf_class);
     SafetensorsItem item;
     item.name = hf.name;
     item.dtype = t.dtype;
@@ -140,13 +100,19 @@ std::vector<std::string> export_hf_gpt2(const CheckpointReader& reader, const st
       return transposed ? values.t().contiguous() : values;
     };
     items.push_back(std::move(item));
-    sizes.push_back(t.bytes);
+    sizes->push_back(t.bytes);
   }
-  // Shards of at most max_shard_bytes (a tensor larger than that alone).
+  return items;
+}
+
+// Writes `items` as one model.safetensors, or shards of at most
+// max_shard_bytes (a larger tensor alone) with their index.
+std::vector<std::string> write_weights(const std::string& dir, const std::vector<SafetensorsItem>& items,
+                                       const std::vector<int64_t>& sizes, int64_t max_shard_bytes) {
   std::vector<std::vector<size_t>> shards(1);
   int64_t in_shard = 0, total = 0;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (in_shard > 0 && in_shard + sizes[i] > options.max_shard_bytes) {
+    if (in_shard > 0 && in_shard + sizes[i] > max_shard_bytes) {
       shards.emplace_back();
       in_shard = 0;
     }
@@ -154,7 +120,6 @@ std::vector<std::string> export_hf_gpt2(const CheckpointReader& reader, const st
     in_shard += sizes[i];
     total += sizes[i];
   }
-  fs::create_directories(dir);
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
   std::vector<std::string> written;
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
@@ -179,27 +144,69 @@ std::vector<std::string> export_hf_gpt2(const CheckpointReader& reader, const st
   } else {
     fs::remove(fs::path(dir) / kIndexFile);  // a stale index of an earlier export
   }
-  write_text(fs::path(dir) / "config.json", gpt2_config(info, config));
-  written.push_back("config.json");
-  const fs::path tokenizer = fs::path(config.train.data_dir) / "tokenizer.model";
-  if (config.train.dataset == "tokens" && fs::exists(tokenizer)) {
-    fs::copy_file(tokenizer, fs::path(dir) / "tokenizer.model", fs::copy_options::overwrite_existing);
-    written.push_back("tokenizer.model");
-  }
   return written;
 }
 
-void load_hf_gpt2(torch::nn::Module& gpt, const std::string& path) {
+}  // namespace
+
+const HfArchitecture& hf_architecture(const std::string& kind) {
+  if (kind == "gpt") return kHfGpt2;
+  if (kind == "llama") return kHfLlama;
+  MPIACCEL_THROW("a " + kind + " model has no Hugging Face architecture here; the GPT (GPT2LMHeadModel) and "
+                 "the Llama (LlamaForCausalLM) have");
+}
+
+std::vector<std::string> export_hf_model(const CheckpointReader& reader, const std::string& dir,
+                                         const HfExport& options) {
+  const CheckpointInfo& info = reader.info();
+  const Config config = Config::parse(info.config_text, info.path + ":/meta/config");
+  const HfArchitecture& arch = hf_architecture(config.train.model);
+  const TensorInfo* embedding = info.find(std::string("model/") + arch.embedding);
+  MPIACCEL_CHECK(embedding && embedding->shape.size() == 2,
+                 info.path + " holds no " + config.train.model + " token embedding (model/" + arch.embedding + ")");
+  ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
+  spec.vocab_size = embedding->shape[0];  // the data's, when it set the vocabulary
+
+  std::vector<int64_t> sizes;
+  const std::vector<SafetensorsItem> items = hf_items(reader, arch, &sizes);
+  fs::create_directories(dir);
+  std::vector<std::string> written = write_weights(dir, items, sizes, options.max_shard_bytes);
+  nlohmann::ordered_json hf_config = arch.config_json(spec, config);
+  hf_config["torch_dtype"] = "float32";
+  hf_config["mpiaccel_step"] = info.step;
+  write_text(fs::path(dir) / "config.json", hf_config.dump(2) + "\n");
+  written.push_back("config.json");
+  const fs::path tokenizer = fs::path(config.train.data_dir) / "tokenizer.model";
+  if (config.train.dataset == "tokens" && fs::exists(tokenizer))
+    for (const std::string& file : export_hf_tokenizer(tokenizer.string(), dir)) written.push_back(file);
+  return written;
+}
+
+namespace {
+
+// A directory's config.json against `spec`, when there is one.
+void check_hf_config(const HfArchitecture& arch, const ModelSpec& spec, const std::string& path) {
+  const fs::path config = fs::path(path) / "config.json";
+  if (!fs::is_directory(path) || !fs::exists(config)) return;
+  arch.check_config(read_json(config), spec, config.string());
+}
+
+}  // namespace
+
+void load_hf_model(torch::nn::Module& model, const std::string& kind, const ModelSpec& spec,
+                   const std::string& path) {
+  const HfArchitecture& arch = hf_architecture(kind);
+  check_hf_config(arch, spec, path);
   const HfTensors hf(path);
   std::map<std::string, at::Tensor> ours;
-  for (const auto& item : gpt.named_parameters(/*recurse=*/true)) ours.emplace(item.key(), item.value());
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) ours.emplace(item.key(), item.value());
   std::map<std::string, std::pair<const SafetensorsFile*, const SafetensorsEntry*>> found;
   for (const auto& [name, where] : hf.by_name) {
     bool unknown = false;
-    const HfTensorName mine = our_gpt_name(name, &unknown);
-    MPIACCEL_CHECK(!unknown, path + ": tensor " + name + " is not a GPT-2 tensor this GPT has; "
-                             "init_from reads GPT2LMHeadModel / GPT2Model weights");
-    if (mine.name.empty()) continue;  // kept by HF only (tied head, mask buffers)
+    const HfTensorName mine = arch.to_ours(name, spec, &unknown);
+    MPIACCEL_CHECK(!unknown, path + ": tensor " + name + " is not a tensor of " + arch.hf_class +
+                                 " this model has; init_from reads " + arch.hf_class + " weights");
+    if (mine.name.empty()) continue;  // kept by them only (a tied head, mask buffers)
     MPIACCEL_CHECK(ours.count(mine.name), path + ": tensor " + name + " (ours: " + mine.name +
                                               ") has no place in this model: is [model] n_layer "
                                               "smaller than the file's?");
@@ -208,10 +215,10 @@ void load_hf_gpt2(torch::nn::Module& gpt, const std::string& path) {
   at::NoGradGuard no_grad;
   for (const auto& [name, param] : ours) {
     auto it = found.find(name);
-    MPIACCEL_CHECK(it != found.end(), path + " has no tensor for " + name + " (GPT-2: " +
-                                          hf_gpt2_name(name).name + ")");
+    MPIACCEL_CHECK(it != found.end(), path + " has no tensor for " + name + " (" + arch.hf_class + ": " +
+                                          arch.to_hf(name).name + ")");
     const auto& [file, entry] = it->second;
-    const bool transposed = hf_gpt2_name(name).transposed;
+    const bool transposed = arch.to_hf(name).transposed;
     std::vector<int64_t> shape = entry->shape;
     if (transposed && shape.size() == 2) std::swap(shape[0], shape[1]);
     MPIACCEL_CHECK(shape == param.sizes().vec(),

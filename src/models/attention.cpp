@@ -7,9 +7,24 @@
 #include <cmath>
 #include <limits>
 
+#include "mpiaccel/error.hpp"
 #include "runtime/torch_compat.hpp"
 
 namespace mpiaccel::detail {
+namespace {
+
+// One new query after the cache sees every key: no mask.
+at::Tensor unmasked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+}  // namespace
+
+at::Tensor attention_after_cache(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t queries = q.size(-2);
+  if (queries == k.size(-2)) return causal_attention(q, k, v, 0.0);
+  MPIACCEL_CHECK(queries == 1, "attention after a KV cache takes one new position at a time, not " +
+                                   std::to_string(queries));
+  return unmasked_attention(q, k, v);
+}
 
 #if MPIACCEL_TORCH_AT_LEAST(2, 0)
 
@@ -17,6 +32,12 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
                             double dropout_p) {
   return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p, /*is_causal=*/true);
 }
+
+namespace {
+at::Tensor unmasked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return at::scaled_dot_product_attention(q, k, v);
+}
+}  // namespace
 
 bool fused_attention_available() { return true; }
 
@@ -33,6 +54,13 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   if (dropout_p > 0) att = at::dropout(att, dropout_p, /*train=*/true);
   return at::matmul(att, v);
 }
+
+namespace {
+at::Tensor unmasked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
+  return at::matmul(at::softmax(att, -1), v);
+}
+}  // namespace
 
 bool fused_attention_available() { return false; }
 

@@ -14,6 +14,12 @@ namespace mpiaccel::detail {
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double dropout_p);
 
+/// Attention of a block of new queries `q` [B, H, L, D] that are the last L
+/// positions of the keys and values `k`, `v` [B, H, S, D] (a KV cache holds
+/// the first S - L): each query sees every key up to its own position. L is
+/// S (a prompt into an empty cache) or 1 (one token after the cache).
+at::Tensor attention_after_cache(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
 /// Whether causal_attention runs LibTorch's fused kernel.
 bool fused_attention_available();
 

@@ -9,6 +9,7 @@
 namespace mpiaccel::detail {
 
 std::shared_ptr<Model> make_gpt(const ModelSpec& spec, const ModelInit& init);
+std::shared_ptr<Model> make_llama(const ModelSpec& spec, const ModelInit& init);
 std::shared_ptr<Model> make_mlp(const ModelSpec& spec, const ModelInit& init);
 std::shared_ptr<Model> make_cnn(const ModelSpec& spec, const ModelInit& init);
 

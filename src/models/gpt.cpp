@@ -8,7 +8,6 @@
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/init.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -18,12 +17,13 @@
 #include <torch/nn/modules/normalization.h>
 
 #include <cmath>
-#include <limits>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "models/attention.hpp"
+#include "models/causal_lm.hpp"
 #include "models/deferred.hpp"
 #include "models/families.hpp"
 #include "mpiaccel/error.hpp"
@@ -55,7 +55,8 @@ class CausalSelfAttention : public torch::nn::Module {
     resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(spec.dropout));
   }
 
-  at::Tensor forward(const at::Tensor& x) {
+  /// With `cache`, x's positions follow the cached ones and extend them (layer `layer`).
+  at::Tensor forward(const at::Tensor& x, KvCache* cache, size_t layer) {
     const int64_t batch = x.size(0);
     const int64_t time = x.size(1);
     const int64_t width = x.size(2);
@@ -67,8 +68,10 @@ class CausalSelfAttention : public torch::nn::Module {
     at::Tensor q = heads(qkv[0]);
     at::Tensor k = heads(qkv[1]);
     at::Tensor v = heads(qkv[2]);
+    if (cache) std::tie(k, v) = cache->append(layer, k, v);
     const double dropout = is_training() ? attn_dropout_->options.p() : 0.0;
-    at::Tensor y = causal_attention(q, k, v, dropout).transpose(1, 2).contiguous().view({batch, time, width});
+    at::Tensor y = cache ? attention_after_cache(q, k, v) : causal_attention(q, k, v, dropout);
+    y = y.transpose(1, 2).contiguous().view({batch, time, width});
     return resid_dropout_->forward(proj_->forward(y));
   }
 
@@ -112,8 +115,8 @@ class DecoderLayer : public torch::nn::Module {
     mlp_ = register_module("mlp", std::make_shared<FeedForward>(spec, init));
   }
 
-  at::Tensor forward(const at::Tensor& x) {
-    at::Tensor h = x + attn_->forward(ln_1_->forward(x));
+  at::Tensor forward(const at::Tensor& x, KvCache* cache, size_t layer) {
+    at::Tensor h = x + attn_->forward(ln_1_->forward(x), cache, layer);
     return h + mlp_->forward(ln_2_->forward(h));
   }
 
@@ -124,7 +127,7 @@ class DecoderLayer : public torch::nn::Module {
   std::shared_ptr<FeedForward> mlp_;
 };
 
-class Gpt : public torch::nn::Module, public HasUnits, public Model {
+class Gpt : public torch::nn::Module, public HasUnits, public Model, public CausalLm {
  public:
   Gpt(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("GPT"), spec_(spec) {
     wte_ = register_module("wte", built(torch::nn::Embedding(spec.vocab_size, spec.n_embd), init));
@@ -140,22 +143,8 @@ class Gpt : public torch::nn::Module, public HasUnits, public Model {
     if (!init.deferred) init_weights();
   }
 
-  at::Tensor forward(const at::Tensor& input) override {
-    MPIACCEL_CHECK(input.dim() == 2 && input.scalar_type() == at::kLong,
-                   "GPT input must be int64 tokens [batch, time]");
-    const int64_t time = input.size(1);
-    MPIACCEL_CHECK(time <= spec_.block_size,
-                   "GPT input of " + std::to_string(time) + " tokens is longer than block_size " +
-                       std::to_string(spec_.block_size) + " ([train] seq_len)");
-    at::Tensor positions = at::arange(time, input.options());
-    at::Tensor x = dropout_->forward(wte_->forward(input) + wpe_->forward(positions));
-    for (const std::shared_ptr<DecoderLayer>& layer : layers_) {
-      x = units().run(*layer, x, [&layer](const at::Tensor& in) { return layer->forward(in); });
-    }
-    x = ln_f_->forward(x);
-    // Tied head: the token embedding read backwards, one parameter for both.
-    return at::matmul(x, wte_->weight.t());
-  }
+  at::Tensor forward(const at::Tensor& input) override { return run(input, nullptr); }
+  at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) override { return run(tokens, &cache); }
 
   at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override {
     return at::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
@@ -163,10 +152,30 @@ class Gpt : public torch::nn::Module, public HasUnits, public Model {
 
   std::string kind() const override { return "gpt"; }
   torch::nn::Module& module() override { return *this; }
-  const ModelSpec& spec() const { return spec_; }
-  const at::Tensor& token_embedding() const { return wte_->weight; }
+  int64_t context_length() const override { return spec_.block_size; }
+  int64_t layer_count() const override { return spec_.n_layer; }
+  at::Device device() const override { return wte_->weight.device(); }
 
  private:
+  at::Tensor run(const at::Tensor& input, KvCache* cache) {
+    MPIACCEL_CHECK(input.dim() == 2 && input.scalar_type() == at::kLong,
+                   "GPT input must be int64 tokens [batch, time]");
+    const int64_t start = cache ? cache->length() : 0;
+    const int64_t time = input.size(1);
+    MPIACCEL_CHECK(start + time <= spec_.block_size,
+                   "GPT input of " + std::to_string(start + time) + " tokens is longer than block_size " +
+                       std::to_string(spec_.block_size) + " ([train] seq_len)");
+    at::Tensor positions = at::arange(start, start + time, input.options());
+    at::Tensor x = dropout_->forward(wte_->forward(input) + wpe_->forward(positions));
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      DecoderLayer& layer = *layers_[i];
+      x = units().run(layer, x, [&layer, cache, i](const at::Tensor& in) { return layer.forward(in, cache, i); });
+    }
+    x = ln_f_->forward(x);
+    // Tied head: the token embedding read backwards, one parameter for both.
+    return at::matmul(x, wte_->weight.t());
+  }
+
   // nanoGPT's GPT-2 initialisation: N(0, 0.02) weights and zero biases, with
   // the projections back into the residual stream scaled by 1/sqrt(2·n_layer)
   // so the residual's variance does not grow with depth.
@@ -211,76 +220,3 @@ std::shared_ptr<Model> make_gpt(const ModelSpec& spec, const ModelInit& init) {
 }
 
 }  // namespace mpiaccel::detail
-
-namespace mpiaccel {
-namespace {
-
-// Restores the training mode generate() found, however it leaves.
-class EvalModeScope {
- public:
-  explicit EvalModeScope(torch::nn::Module& module)
-      : module_(module), was_training_(module.is_training()) {
-    module_.eval();
-  }
-  ~EvalModeScope() { module_.train(was_training_); }
-  EvalModeScope(const EvalModeScope&) = delete;
-  EvalModeScope& operator=(const EvalModeScope&) = delete;
-
- private:
-  torch::nn::Module& module_;
-  bool was_training_;
-};
-
-int64_t pick_token(at::Tensor logits, const GenerateOptions& options, at::Generator& generator) {
-  if (options.temperature <= 0.0) return logits.argmax().item<int64_t>();
-  logits = logits / options.temperature;
-  if (options.top_k > 0 && options.top_k < logits.size(0)) {
-    const at::Tensor kth = std::get<0>(logits.topk(options.top_k)).select(0, options.top_k - 1);
-    logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
-  }
-  const at::Tensor probs = at::softmax(logits, 0);
-  return at::multinomial(probs, 1, false, generator).item<int64_t>();
-}
-
-}  // namespace
-
-std::vector<int64_t> generate_tokens(Model& model, const std::vector<int64_t>& prompt,
-                                     const GenerateOptions& options) {
-  auto* gpt = dynamic_cast<detail::Gpt*>(&model);
-  MPIACCEL_CHECK(gpt != nullptr, "generate() needs a GPT, not a " + model.kind() + " model");
-  MPIACCEL_CHECK(options.n_tokens >= 0, "generate(): n_tokens must not be negative");
-  MPIACCEL_CHECK(!prompt.empty(), "generate(): the prompt has no token");
-  at::NoGradGuard no_grad;
-  EvalModeScope eval(*gpt);
-  // A private generator: sampling neither depends on nor disturbs the
-  // training run's random state.
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
-  const at::Device device = gpt->token_embedding().device();
-  const int64_t block = gpt->spec().block_size;
-
-  std::vector<int64_t> context = prompt;
-  std::vector<int64_t> out;
-  out.reserve(static_cast<size_t>(options.n_tokens));
-  for (int64_t n = 0; n < options.n_tokens; ++n) {
-    const int64_t from = std::max<int64_t>(0, static_cast<int64_t>(context.size()) - block);
-    at::Tensor tokens =
-        at::tensor(at::ArrayRef<int64_t>(context.data() + from, context.size() - from), at::kLong)
-            .unsqueeze(0)
-            .to(device);
-    at::Tensor logits = gpt->forward(tokens).select(1, -1).squeeze(0).to(at::kCPU, at::kFloat);
-    const int64_t token = pick_token(logits, options, generator);
-    context.push_back(token);
-    out.push_back(token);
-  }
-  return out;
-}
-
-std::string generate(Model& model, const std::string& prompt, const GenerateOptions& options) {
-  std::vector<int64_t> bytes;
-  for (unsigned char c : prompt.empty() ? std::string("\n") : prompt) bytes.push_back(c);
-  std::string out;
-  for (int64_t token : generate_tokens(model, bytes, options)) out.push_back(static_cast<char>(token));
-  return out;
-}
-
-}  // namespace mpiaccel

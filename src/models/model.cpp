@@ -25,6 +25,19 @@ ModelSpec ModelSpec::from(const ModelConfig& model, int64_t seq_len) {
   spec.hidden_size = model.hidden_size;
   spec.mlp_layers = model.mlp_layers;
   spec.activation = model.activation;
+  spec.n_kv_head = model.n_kv_head;
+  spec.head_dim = model.head_dim;
+  spec.intermediate_size = model.intermediate_size;
+  spec.rope_theta = model.rope_theta;
+  spec.rope_scaling = model.rope_scaling;
+  spec.rope_scaling_factor = model.rope_scaling_factor;
+  spec.rope_low_freq_factor = model.rope_low_freq_factor;
+  spec.rope_high_freq_factor = model.rope_high_freq_factor;
+  spec.rope_original_max_positions = model.rope_original_max_positions;
+  spec.rms_norm_eps = model.rms_norm_eps;
+  spec.attention_bias = model.attention_bias;
+  spec.mlp_bias = model.mlp_bias;
+  spec.tie_word_embeddings = model.tie_word_embeddings;
   return spec;
 }
 
@@ -33,15 +46,23 @@ std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec
   std::optional<detail::DeferredBuildScope> unmapping;
   if (init.deferred) unmapping.emplace();
   if (kind == "gpt") return detail::make_gpt(spec, init);
+  if (kind == "llama") return detail::make_llama(spec, init);
   if (kind == "mlp") return detail::make_mlp(spec, init);
   if (kind == "cnn") return detail::make_cnn(spec, init);
-  MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, mlp, cnn");
+  MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, llama, mlp, cnn");
 }
 
 std::vector<std::string> model_unit_classes(const std::string& kind) {
   if (kind == "gpt") return {"DecoderLayer"};
+  if (kind == "llama") return {"LlamaDecoderLayer"};
   if (kind == "mlp") return {"MlpBlock"};
   return {};
+}
+
+std::vector<std::string> units_to_wrap(const torch::nn::Module& model, const std::string& configured) {
+  if (!configured.empty()) return split_list(configured);
+  const auto* bundled = dynamic_cast<const Model*>(&model);
+  return bundled ? model_unit_classes(bundled->kind()) : std::vector<std::string>{};
 }
 
 bool has_deferred_parameters(const torch::nn::Module& module) {

@@ -12,6 +12,7 @@
 
 #include "mpiaccel/activation_checkpointing.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/models.hpp"
 
 namespace mpiaccel {
 
@@ -50,16 +51,16 @@ std::unique_ptr<ActivationCheckpointing> enable_activation_checkpointing(torch::
   MPIACCEL_CHECK(has_units != nullptr,
                  "[fsdp] activation_checkpointing needs a model that runs its units through "
                  "mpiaccel::HasUnits (include/mpiaccel/unit.hpp); model '" + model.name() + "' does not");
-  const std::vector<std::string> classes = split_list(config.fsdp.transformer_layer_cls_to_wrap);
+  const std::vector<std::string> classes = units_to_wrap(model, config.fsdp.transformer_layer_cls_to_wrap);
   MPIACCEL_CHECK(!classes.empty(), "[fsdp] activation_checkpointing checkpoints the units named by "
-                                   "transformer_layer_cls_to_wrap, which is empty");
+                                   "transformer_layer_cls_to_wrap, which is empty (name the classes of a model of your own)");
   for (const std::string& cls : classes) {
     bool found = false;
     for (const auto& m : model.modules(/*include_self=*/false)) found = found || m->name() == cls;
     MPIACCEL_CHECK(found, "[fsdp] activation_checkpointing: model '" + model.name() +
                               "' has no module of class '" + cls +
                               "' (transformer_layer_cls_to_wrap); the bundled units are DecoderLayer "
-                              "(gpt) and MlpBlock (mlp)");
+                              "(gpt), LlamaDecoderLayer (llama) and MlpBlock (mlp)");
   }
   auto checkpointing =
       std::make_unique<ActivationCheckpointing>(classes, has_units->units().interceptor());

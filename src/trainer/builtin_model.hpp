@@ -21,14 +21,14 @@ void prepare_token_files(Accelerator& acc);
 /// rank rank 0's). Collective.
 std::shared_ptr<Model> build_builtin_model(Accelerator& acc);
 
-/// [model] init_from: rank 0 copies the GPT-2-format weights at `path` into
-/// `model`; a mismatch fails on every rank. Collective.
-void init_from_pretrained(Accelerator& acc, Model& model, const std::string& path);
+/// [model] init_from: rank 0 copies the Hugging Face weights at `path` into
+/// `model` (built from `spec`); a mismatch fails on every rank. Collective.
+void init_from_pretrained(Accelerator& acc, Model& model, const ModelSpec& spec, const std::string& path);
 
-/// What the GPT `gpt` continues `prompt` with: bytes, or through the
+/// What the text model `model` continues `prompt` with: bytes, or through the
 /// tokenizer beside a BPE run's token files; made safe for a terminal.
 /// Collective under FSDP (every rank calls it alike).
-std::string continue_text(Accelerator& acc, Model& gpt, const std::string& prompt,
+std::string continue_text(Accelerator& acc, Model& model, const std::string& prompt,
                           const GenerateOptions& options);
 
 }  // namespace mpiaccel::detail

@@ -41,11 +41,12 @@ struct BuiltinModel {
 const BuiltinModel& builtin_model(const std::string& kind) {
   static const std::map<std::string, BuiltinModel> models = {
       {"gpt", {"tok", false, true}},
+      {"llama", {"tok", false, true}},
       {"mlp", {"samples", true, false}},
       {"cnn", {"samples", true, false}},
   };
   auto it = models.find(kind);
-  MPIACCEL_CHECK(it != models.end(), "model '" + kind + "' is unknown; accepted: gpt, mlp, cnn");
+  MPIACCEL_CHECK(it != models.end(), "model '" + kind + "' is unknown; accepted: gpt, llama, mlp, cnn");
   return it->second;
 }
 
@@ -62,7 +63,8 @@ bool deferred_init_allowed(const Config& config, std::string& why_not) {
   if (policy == "NO_WRAP") return true;
   if (policy == "TRANSFORMER_BASED_WRAP") {
     const std::vector<std::string> runs = model_unit_classes(config.train.model);
-    for (const std::string& cls : split_list(config.fsdp.transformer_layer_cls_to_wrap))
+    const std::string& configured = config.fsdp.transformer_layer_cls_to_wrap;
+    for (const std::string& cls : configured.empty() ? runs : split_list(configured))
       if (std::find(runs.begin(), runs.end(), cls) == runs.end()) {
         why_not = "class " + cls + " is not one the " + config.train.model + " model runs through units().run";
         return false;
@@ -73,12 +75,12 @@ bool deferred_init_allowed(const Config& config, std::string& why_not) {
   return false;
 }
 
-// The GPT's vocabulary follows the data: a token file's vocabulary replaces
-// [model] vocab_size when that key is left at its default (256, bytes); a
-// value set on purpose must be at least the data's.
+// A text model's vocabulary follows the data: a token file's vocabulary
+// replaces [model] vocab_size when that key is left at its default (256,
+// bytes); a value set on purpose must be at least the data's.
 ModelSpec model_spec(const Config& config) {
   ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
-  if (config.train.model != "gpt") return spec;
+  if (!builtin_model(config.train.model).generates_text) return spec;
   const int64_t data_vocab = dataset_vocab_size(config.train);
   if (config.model.vocab_size == ModelConfig{}.vocab_size && data_vocab > spec.vocab_size)
     spec.vocab_size = data_vocab;
@@ -116,20 +118,21 @@ std::shared_ptr<Model> build_builtin_model(Accelerator& acc) {
   } else if (!why_not.empty()) {
     acc.print("[fsdp] cpu_ram_efficient_loading: every rank builds the full model (" + why_not + ")");
   }
-  std::shared_ptr<Model> model = make_model(config.train.model, model_spec(config), init);
-  if (!config.model.init_from.empty()) init_from_pretrained(acc, *model, config.model.init_from);
+  const ModelSpec spec = model_spec(config);
+  std::shared_ptr<Model> model = make_model(config.train.model, spec, init);
+  if (!config.model.init_from.empty()) init_from_pretrained(acc, *model, spec, config.model.init_from);
   return model;
 }
 
 // [model] init_from: rank 0 reads the pretrained weights; prepare gives every
 // other rank rank 0's parameters, whatever the strategy.
-void init_from_pretrained(Accelerator& acc, Model& model, const std::string& path) {
+void init_from_pretrained(Accelerator& acc, Model& model, const ModelSpec& spec, const std::string& path) {
   std::string why;
-  if (acc.config().train.model != "gpt") {
-    why = "[model] init_from reads GPT-2-format weights, for [train] model = gpt only";
+  if (!builtin_model(model.kind()).generates_text) {
+    why = "[model] init_from reads Hugging Face weights, for [train] model = gpt or llama only";
   } else if (acc.is_main_process()) {
     try {
-      detail::load_hf_gpt2(model.module(), path);
+      detail::load_hf_model(model.module(), model.kind(), spec, path);
     } catch (const Error& e) {
       why = e.message();
     }
@@ -139,17 +142,17 @@ void init_from_pretrained(Accelerator& acc, Model& model, const std::string& pat
 }
 
 
-std::string continue_text(Accelerator& acc, Model& gpt, const std::string& prompt,
+std::string continue_text(Accelerator& acc, Model& model, const std::string& prompt,
                           const GenerateOptions& options) {
   const TrainConfig& tc = acc.config().train;
   const std::string model_file = tc.data_dir + "/tokenizer.model";
   if (tc.dataset != "tokens" || !std::filesystem::exists(model_file))
-    return printable(generate(gpt, prompt, options));
+    return printable(generate(model, prompt, options));
   // Token files made by `mpiaccel data tokenize`: through their tokenizer.
   // A [model] vocab_size above the tokenizer's can sample ids it has no piece for.
   const Tokenizer tokenizer(model_file);
   std::vector<int64_t> ids;
-  for (int64_t id : generate_tokens(gpt, tokenizer.encode(prompt), options))
+  for (int64_t id : generate_tokens(model, tokenizer.encode(prompt), options))
     if (id < tokenizer.vocab_size()) ids.push_back(id);
   return printable(tokenizer.decode(ids));
 }

@@ -6,7 +6,10 @@
 # has a line `; prepare: mpiaccel ...` (or `# prepare: ...`) gets that command
 # run first, from the checkout; a job with `; requires: gpu` is skipped, by
 # name, on a machine without one; a job with `; with: jobs/FILE` runs with that
-# config file before it (a model-only INI beside a DeepSpeed JSON).
+# config file before it (a model-only INI beside a DeepSpeed JSON). Then
+# jobs/accelerate-fsdp2.yaml as shipped, through `mpiaccel launch` at its 4
+# processes, with jobs/fortunes-llama.ini: FSDP2, bf16 and LlamaDecoderLayer
+# units.
 source "$(dirname "$0")/lib.sh" "$1"
 cd "$SOURCE_DIR" || fail "no checkout at $SOURCE_DIR"
 RUNS=$WORK/runs
@@ -38,7 +41,7 @@ for job in jobs/*.ini; do
     [ "$status" = 0 ] || { tail -40 "$out"; fail "$job at np $np exited $status"; }
     grep -qE '"step": *6[,}]' "$RUNS/$name.np$np/metrics.jsonl" || fail "$job at np $np logged no step 6"
     [ -s "$RUNS/$name.np$np/checkpoints/latest" ] || fail "$job at np $np saved no checkpoint at the end"
-    if grep -qE '^model *= *gpt' "$job" || ! grep -qE '^model *=' "$job"; then
+    if grep -qE '^model *= *(gpt|llama)' "$job" || ! grep -qE '^model *=' "$job"; then
       sample_tokens=$(sed -nE 's/^sample_tokens *= *([0-9]+).*/\1/p' "$job")
       [ "${sample_tokens:-200}" = 0 ] || grep -q "sample:" "$out" || fail "$job at np $np printed no text sample"
     fi
@@ -47,4 +50,18 @@ for job in jobs/*.ini; do
   done
 done
 [ "$ran" -gt 0 ] || fail "no job ran"
+
+# Issue 26's "done when": the Accelerate YAML, verbatim, with the Llama job.
+out=$WORK/accelerate-fsdp2.out
+(cd "$WORK" && OMP_NUM_THREADS=1 "$MPIACCEL" launch --config "$SOURCE_DIR/jobs/accelerate-fsdp2.yaml" -- \
+   "$MPIACCEL" train --config "$SOURCE_DIR/jobs/fortunes-llama.ini" train.max_steps=6 \
+   checkpoint.dir="$RUNS/yaml-llama/checkpoints" logging.metrics_file="$RUNS/yaml-llama/metrics.jsonl") > "$out" 2>&1 \
+  || { tail -40 "$out"; fail "jobs/accelerate-fsdp2.yaml with jobs/fortunes-llama.ini through launch"; }
+grep -qE '"step": *6[,}]' "$RUNS/yaml-llama/metrics.jsonl" || fail "the YAML's Llama run logged no step 6"
+for says in "world 4" "strategy fsdp" "mixed_precision bf16" "LlamaDecoderLayer" "sample:"; do
+  expect_contains "$out" "$says"
+done
+"$MPIACCEL" ckpt show "$RUNS/yaml-llama/checkpoints" > yaml-llama.show 2>&1 || fail "ckpt show of the YAML's run"
+expect_contains yaml-llama.show "fsdp"
+echo "ok jobs/accelerate-fsdp2.yaml + jobs/fortunes-llama.ini at np 4 through launch"
 echo PASS

@@ -65,6 +65,15 @@ int64_t states(const MemoryEstimate& r) { return r.model_state_bytes(); }
 BOOST_AUTO_TEST_CASE(closed_forms_equal_the_built_models) {
   expect_counts_match("gpt", gpt(4, 128, 4, 128), {"DecoderLayer"});
   expect_counts_match("gpt", gpt(1, 48, 3, 7), {"DecoderLayer"});
+  ModelSpec llama = gpt(3, 64, 4, 16);
+  llama.n_kv_head = 2;
+  expect_counts_match("llama", llama, {"LlamaDecoderLayer"});
+  llama.tie_word_embeddings = true;
+  llama.attention_bias = true;
+  llama.mlp_bias = true;
+  llama.intermediate_size = 100;
+  llama.head_dim = 8;
+  expect_counts_match("llama", llama, {"LlamaDecoderLayer"});
   ModelSpec mlp;
   mlp.hidden_size = 100;
   mlp.mlp_layers = 3;

@@ -46,8 +46,9 @@ const char* kUsage =
     "  export  writes the model's consolidated tensors to a safetensors file, named as in\n"
     "          the model (dtypes kept, BF16 as BF16); --with-optimizer writes every tensor,\n"
     "          optimizer state included, under its checkpoint name (model/..., optim/...).\n"
-    "          --format hf writes a directory transformers' GPT2LMHeadModel.from_pretrained\n"
-    "          loads (GPT-2 names and layout, config.json, the tokenizer of a BPE run),\n"
+    "          --format hf writes a directory that transformers' GPT2LMHeadModel (a GPT) or\n"
+    "          LlamaForCausalLM (a Llama) .from_pretrained loads (their names and layout,\n"
+    "          config.json, and a BPE run's tokenizer for AutoTokenizer),\n"
     "          sharded with an index above --max-shard-size (default 5000000000).\n\n"
     "Exit status: 0 success, 1 failure (or difference / damage), 2 usage error.\n";
 
@@ -308,7 +309,7 @@ int run_export(const Args& a) {
     if (a.with_optimizer) throw UsageError("--with-optimizer: a Hugging Face model directory holds weights only");
     detail::HfExport options;
     options.max_shard_bytes = a.max_shard_bytes;
-    for (const std::string& file : detail::export_hf_gpt2(reader, a.out, options))
+    for (const std::string& file : detail::export_hf_model(reader, a.out, options))
       std::cout << "wrote " << a.out << "/" << file << "\n";
     return 0;
   }

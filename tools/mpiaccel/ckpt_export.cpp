@@ -1,6 +1,6 @@
 // `mpiaccel ckpt export`: a checkpoint as one safetensors file (dtypes kept,
 // BF16 included; the tensors consolidated from every shard), or as a Hugging
-// Face GPT-2 model directory (src/interop/hf_model.hpp).
+// Face model directory (src/interop/hf_model.hpp).
 
 #include "ckpt_helpers.hpp"
 

@@ -8,12 +8,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "command.hpp"
 #include "mpiaccel/data.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/tokenizer.hpp"
 
 namespace mpiaccel::tool {
 namespace {
@@ -111,18 +114,34 @@ int run_tokenize(const std::vector<std::string>& args) {
   return 0;
 }
 
+// `mpiaccel data encode --model FILE`: the ids of standard input, one line.
+int run_encode(const std::vector<std::string>& args) {
+  if (args.size() != 2 || args[0] != "--model") throw UsageError("encode takes --model FILE (and text on stdin)");
+  const Tokenizer tokenizer(args[1]);
+  std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  std::string line;
+  for (int64_t id : tokenizer.encode(text)) line += (line.empty() ? "" : " ") + std::to_string(id);
+  std::printf("%s\n", line.c_str());
+  return 0;
+}
+
 int run_data(const std::vector<std::string>& args, int*, char***) {
-  if (args.empty()) throw UsageError("which subcommand? accepted: tokenize");
+  if (args.empty()) throw UsageError("which subcommand? accepted: tokenize, encode");
   if (args[0] == "tokenize") return run_tokenize({args.begin() + 1, args.end()});
-  throw UsageError("unknown subcommand '" + args[0] + "'; accepted: tokenize");
+  if (args[0] == "encode") return run_encode({args.begin() + 1, args.end()});
+  throw UsageError("unknown subcommand '" + args[0] + "'; accepted: tokenize, encode");
 }
 
 }  // namespace
 
 extern const Command kDataCommand = {
-    "data", "prepare training data: BPE-tokenize text into token files",
+    "data", "prepare training data: BPE-tokenize text into token files, or encode text",
     "usage: mpiaccel data tokenize --input DIR|FILE --output DIR [--vocab-size N | --model FILE]\n"
     "                              [--val-fraction F] [--threads N] [--max-sentences N]\n"
+    "       mpiaccel data encode --model FILE < TEXT\n"
+    "\n"
+    "encode prints the token ids of its standard input through the tokenizer FILE, on\n"
+    "one line.\n"
     "\n"
     "Splits the text of DIR (every text file, sorted by name, as [train] dataset = fortunes\n"
     "reads it) or FILE into training and validation parts like the byte-level dataset\n"

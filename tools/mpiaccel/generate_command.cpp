@@ -1,5 +1,5 @@
 // `mpiaccel generate --checkpoint PATH --prompt TEXT ...`: text from the GPT
-// of any checkpoint, at any world size, under any strategy (the checkpoint's
+// or Llama of any checkpoint, at any world size, under any strategy (the checkpoint's
 // own config, with the command line's overrides on top: e.g.
 // distributed.strategy=fsdp under mpirun -np 4).
 
@@ -26,6 +26,7 @@ namespace {
 
 struct GenerateArgs {
   std::string checkpoint, prompt = "\n", logits;
+  bool ids = false;  // print the new token ids instead of text
   GenerateOptions options;
   std::vector<std::string> overrides;
 };
@@ -47,6 +48,7 @@ GenerateArgs parse(const std::vector<std::string>& args) {
       else if (arg == "--top-k") g.options.top_k = std::stoll(value());
       else if (arg == "--seed") g.options.seed = std::stoull(value());
       else if (arg == "--logits") g.logits = value();
+      else if (arg == "--ids") g.ids = true;
       else if (arg.find('=') != std::string::npos && arg[0] != '-') g.overrides.push_back(arg);
       else throw UsageError("unknown argument '" + arg + "'");
     } catch (const std::logic_error&) {
@@ -78,8 +80,9 @@ void write_npy(const std::string& path, const at::Tensor& logits) {
 }
 
 int generate_from(Accelerator& acc, const GenerateArgs& g) {
-  MPIACCEL_CHECK(acc.config().train.model == "gpt",
-                 g.checkpoint + " holds a " + acc.config().train.model + ", not a GPT: nothing to generate with");
+  const std::string& kind = acc.config().train.model;
+  MPIACCEL_CHECK(kind == "gpt" || kind == "llama",
+                 g.checkpoint + " holds a " + kind + ", not a GPT or a Llama: nothing to generate with");
   std::shared_ptr<Model> model = detail::build_builtin_model(acc);
   auto optimizer = detail::make_optimizer(acc.config().optimizer, model->module());
   acc.prepare(std::shared_ptr<torch::nn::Module>(model, &model->module()), optimizer);
@@ -93,6 +96,15 @@ int generate_from(Accelerator& acc, const GenerateArgs& g) {
     const at::Tensor tokens = at::tensor(bytes, at::kLong).unsqueeze(0).to(at::Device(acc.device()));
     const at::Tensor logits = model->forward(tokens).squeeze(0);
     if (acc.is_main_process()) write_npy(g.logits, logits);
+  }
+  if (g.ids) {
+    // The prompt's bytes as ids, the new ids printed as numbers.
+    std::vector<int64_t> prompt(g.prompt.begin(), g.prompt.end());
+    for (int64_t& b : prompt) b &= 0xff;
+    std::string line;
+    for (int64_t id : generate_tokens(*model, prompt, g.options)) line += (line.empty() ? "" : " ") + std::to_string(id);
+    if (acc.is_main_process()) std::cout << line << std::endl;
+    return 0;
   }
   const std::string text = detail::continue_text(acc, *model, g.prompt, g.options);
   if (acc.is_main_process()) {
@@ -122,19 +134,20 @@ int run_generate(const std::vector<std::string>& args, int* argc, char*** argv) 
 }  // namespace
 
 extern const Command kGenerateCommand = {
-    "generate", "text from the GPT of a checkpoint",
+    "generate", "text from the GPT or Llama of a checkpoint",
     "usage: [mpirun -np N] mpiaccel generate --checkpoint PATH [--prompt TEXT] [--max-new N]\n"
     "                         [--greedy | --temperature T] [--top-k K] [--seed S]\n"
-    "                         [--logits FILE.npy] [section.key=value ...]\n\n"
-    "Continues TEXT (default: a newline) with N new tokens (default 200) from the GPT of\n"
-    "the checkpoint PATH (a file, or a directory's latest), saved at any world size by\n"
+    "                         [--logits FILE.npy] [--ids] [section.key=value ...]\n\n"
+    "Continues TEXT (default: a newline) with N new tokens (default 200) from the GPT or\n"
+    "Llama of the checkpoint PATH (a file, or a directory's latest), saved at any world size by\n"
     "any strategy; it runs under the checkpoint's own config, with the overrides on top\n"
     "(distributed.strategy=fsdp, ...), alone or under mpirun/srun. Bytes, or through the\n"
     "tokenizer beside the token files of a BPE run. --greedy takes the most likely token\n"
     "each time; else sampling at --temperature (0.8) among the --top-k (40) most likely,\n"
     "seeded by --seed (1234): the same text every time. --logits writes the logits of\n"
     "every position of the (byte) prompt, [T, vocab] float32, as a .npy file. Rank 0\n"
-    "prints the prompt and its continuation.\n",
+    "prints the prompt and its continuation; with --ids, the bytes of TEXT are the\n"
+    "prompt's ids and rank 0 prints only the new ids, as numbers.\n",
     run_generate};
 
 }  // namespace mpiaccel::tool

@@ -97,6 +97,16 @@ __attribute__((visibility("default"))) int mpiaccel_spm_decode(void* processor,
   return 1;
 }
 
+// Piece `id`: its text, score and kind (0 normal or user-defined, 1 unknown,
+// 2 control, 3 unused, 4 byte).
+__attribute__((visibility("default"))) void mpiaccel_spm_piece(void* processor, int id, std::string* piece,
+                                                              float* score, int* kind) {
+  const auto* p = static_cast<sentencepiece::SentencePieceProcessor*>(processor);
+  *piece = p->IdToPiece(id);
+  *score = p->GetScore(id);
+  *kind = p->IsUnknown(id) ? 1 : p->IsControl(id) ? 2 : p->IsUnused(id) ? 3 : p->IsByte(id) ? 4 : 0;
+}
+
 // Trains on the lines of `text` with SentencePiece's `args`; the serialised
 // model goes to `model`.
 __attribute__((visibility("default"))) int mpiaccel_spm_train(

@@ -1,0 +1,44 @@
+#pragma once
+// A bundled text model as a transformers architecture: how our tensor names
+// map to theirs, and what their config.json says (GPT-2: hf_gpt2.hpp,
+// Llama: hf_llama.cpp). export_hf_model and load_hf_model (hf_model.hpp)
+// are the one mechanism over both.
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "mpiaccel/config.hpp"
+#include "mpiaccel/models.hpp"
+
+namespace mpiaccel::detail {
+
+struct HfTensorName {
+  std::string name;          ///< "" when that side keeps no such tensor
+  bool transposed = false;   ///< stored as the transpose of ours
+};
+
+struct HfArchitecture {
+  const char* kind;        ///< ours: "gpt", "llama"
+  const char* hf_class;    ///< theirs: "GPT2LMHeadModel", "LlamaForCausalLM"
+  const char* embedding;   ///< our token embedding (its rows are the vocabulary)
+  /// Their name of our tensor `ours` ("" = they keep none).
+  HfTensorName (*to_hf)(const std::string& ours);
+  /// Our name of their tensor `hf` ("" = a tensor of theirs we do not keep);
+  /// `unknown` set when `hf` is no tensor of the architecture at all.
+  HfTensorName (*to_ours)(const std::string& hf, const ModelSpec& spec, bool* unknown);
+  /// Their config.json for a model of `spec` trained under `config`.
+  nlohmann::ordered_json (*config_json)(const ModelSpec& spec, const Config& config);
+  /// Throws Error when `theirs` (a config.json at `where`) describes another
+  /// model than `spec`, naming the key and the [model] setting to change.
+  void (*check_config)(const nlohmann::json& theirs, const ModelSpec& spec, const std::string& where);
+};
+
+/// GPT2LMHeadModel (hf_gpt2.cpp) and LlamaForCausalLM (hf_llama.cpp).
+extern const HfArchitecture kHfGpt2;
+extern const HfArchitecture kHfLlama;
+
+/// The architecture of our model `kind`; throws Error for a model that has none.
+const HfArchitecture& hf_architecture(const std::string& kind);
+
+}  // namespace mpiaccel::detail

@@ -1,0 +1,120 @@
+// generate() and generate_tokens(): sampling from a text model through its
+// KV cache (models/causal_lm.hpp).
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "models/causal_lm.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/models.hpp"
+
+namespace mpiaccel {
+namespace detail {
+
+std::pair<at::Tensor, at::Tensor> KvCache::append(size_t layer, const at::Tensor& key, const at::Tensor& value) {
+  at::Tensor& k = keys_.at(layer);
+  at::Tensor& v = values_.at(layer);
+  k = k.defined() ? at::cat({k, key}, 2) : key;
+  v = v.defined() ? at::cat({v, value}, 2) : value;
+  return {k, v};
+}
+
+}  // namespace detail
+
+namespace {
+
+// Restores the training mode generate() found, however it leaves.
+class EvalModeScope {
+ public:
+  explicit EvalModeScope(torch::nn::Module& module)
+      : module_(module), was_training_(module.is_training()) {
+    module_.eval();
+  }
+  ~EvalModeScope() { module_.train(was_training_); }
+  EvalModeScope(const EvalModeScope&) = delete;
+  EvalModeScope& operator=(const EvalModeScope&) = delete;
+
+ private:
+  torch::nn::Module& module_;
+  bool was_training_;
+};
+
+int64_t pick_token(at::Tensor logits, const GenerateOptions& options, at::Generator& generator) {
+  if (options.temperature <= 0.0) return logits.argmax().item<int64_t>();
+  logits = logits / options.temperature;
+  if (options.top_k > 0 && options.top_k < logits.size(0)) {
+    const at::Tensor kth = std::get<0>(logits.topk(options.top_k)).select(0, options.top_k - 1);
+    logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
+  }
+  const at::Tensor probs = at::softmax(logits, 0);
+  return at::multinomial(probs, 1, false, generator).item<int64_t>();
+}
+
+// The logits after `context`, feeding the model only what its cache lacks.
+// The cache holds context[cache_start ..]; when the window of the last
+// context_length() tokens no longer starts there, it starts over from it.
+class CachedContext {
+ public:
+  explicit CachedContext(detail::CausalLm& lm) : lm_(lm), cache_(static_cast<size_t>(lm.layer_count())) {}
+
+  at::Tensor next_logits(const std::vector<int64_t>& context) {
+    const int64_t size = static_cast<int64_t>(context.size());
+    if (size - cache_start_ > lm_.context_length()) {
+      cache_.clear();
+      cache_start_ = size - lm_.context_length();
+    }
+    const int64_t from = cache_start_ + cache_.length();
+    const at::Tensor tokens =
+        at::tensor(at::ArrayRef<int64_t>(context.data() + from, static_cast<size_t>(size - from)), at::kLong)
+            .unsqueeze(0)
+            .to(lm_.device());
+    return lm_.forward_cached(tokens, cache_).select(1, -1).squeeze(0).to(at::kCPU, at::kFloat);
+  }
+
+ private:
+  detail::CausalLm& lm_;
+  detail::KvCache cache_;
+  int64_t cache_start_ = 0;
+};
+
+}  // namespace
+
+std::vector<int64_t> generate_tokens(Model& model, const std::vector<int64_t>& prompt,
+                                     const GenerateOptions& options) {
+  auto* lm = dynamic_cast<detail::CausalLm*>(&model);
+  MPIACCEL_CHECK(lm != nullptr, "generate() needs a GPT or a Llama, not a " + model.kind() + " model");
+  MPIACCEL_CHECK(options.n_tokens >= 0, "generate(): n_tokens must not be negative");
+  MPIACCEL_CHECK(!prompt.empty(), "generate(): the prompt has no token");
+  at::NoGradGuard no_grad;
+  EvalModeScope eval(model.module());
+  // A private generator: sampling neither depends on nor disturbs the
+  // training run's random state.
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  CachedContext cached(*lm);
+  std::vector<int64_t> context = prompt;
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(options.n_tokens));
+  for (int64_t n = 0; n < options.n_tokens; ++n) {
+    const int64_t token = pick_token(cached.next_logits(context), options, generator);
+    context.push_back(token);
+    out.push_back(token);
+  }
+  return out;
+}
+
+std::string generate(Model& model, const std::string& prompt, const GenerateOptions& options) {
+  std::vector<int64_t> bytes;
+  for (unsigned char c : prompt.empty() ? std::string("\n") : prompt) bytes.push_back(c);
+  std::string out;
+  for (int64_t token : generate_tokens(model, bytes, options)) out.push_back(static_cast<char>(token));
+  return out;
+}
+
+}  // namespace mpiaccel

@@ -1,0 +1,252 @@
+// The Llama (Touvron et al. 2023; Llama 3's rotary scaling): pre-norm
+// decoder layers of RMSNorm, grouped-query attention with rotary position
+// embeddings, and a SwiGLU MLP; untied or tied head.
+//
+// Modules and parameters carry transformers' LlamaForCausalLM names
+// ("model.layers.0.self_attn.q_proj.weight", module class
+// "LlamaDecoderLayer"), so a Hugging Face checkpoint maps name for name and
+// an Accelerate config that wraps LlamaDecoderLayer wraps ours. Each step
+// mirrors modeling_llama.py's order of float operations, so logits agree
+// with transformers' to float rounding.
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/nn/init.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "models/attention.hpp"
+#include "models/causal_lm.hpp"
+#include "models/deferred.hpp"
+#include "models/families.hpp"
+#include "models/rope.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/models.hpp"
+#include "mpiaccel/unit.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias, const ModelInit& init) {
+  return built(torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)), init);
+}
+
+// Each kv head serves n_rep consecutive query heads: [B, kv, T, D] -> [B, kv·n_rep, T, D].
+at::Tensor repeat_kv(const at::Tensor& x, int64_t n_rep) {
+  if (n_rep == 1) return x;
+  const auto s = x.sizes();
+  return x.unsqueeze(2).expand({s[0], s[1], n_rep, s[2], s[3]}).reshape({s[0], s[1] * n_rep, s[2], s[3]});
+}
+
+}  // namespace
+
+/// Root-mean-square norm: weight · x / sqrt(mean(x²) + eps), computed in float32.
+class LlamaRMSNorm : public torch::nn::Module {
+ public:
+  LlamaRMSNorm(int64_t width, double eps) : torch::nn::Module("LlamaRMSNorm"), eps_(eps) {
+    weight = register_parameter("weight", at::ones({width}));
+  }
+
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = x.to(at::kFloat);
+    const at::Tensor normed = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+    return weight * normed.to(x.scalar_type());
+  }
+
+  at::Tensor weight;
+
+ private:
+  double eps_;
+};
+
+/// Rotary grouped-query attention: n_head query heads share n_kv_head key/value heads.
+class LlamaAttention : public torch::nn::Module {
+ public:
+  LlamaAttention(const ModelSpec& spec, const ModelInit& init)
+      : torch::nn::Module("LlamaAttention"),
+        heads_(spec.n_head), kv_heads_(spec.kv_heads()), head_dim_(spec.head_width()), dropout_(spec.dropout) {
+    const bool bias = spec.attention_bias;
+    q_proj_ = register_module("q_proj", linear(spec.n_embd, heads_ * head_dim_, bias, init));
+    k_proj_ = register_module("k_proj", linear(spec.n_embd, kv_heads_ * head_dim_, bias, init));
+    v_proj_ = register_module("v_proj", linear(spec.n_embd, kv_heads_ * head_dim_, bias, init));
+    o_proj_ = register_module("o_proj", linear(heads_ * head_dim_, spec.n_embd, bias, init));
+  }
+
+  /// `cos`, `sin`: the rotary tables of x's positions. With `cache`, x's
+  /// positions follow the cached ones and extend them (layer `layer`).
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, KvCache* cache,
+                     size_t layer) {
+    const int64_t batch = x.size(0), time = x.size(1);
+    auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({batch, time, n, head_dim_}).transpose(1, 2); };
+    const at::Tensor q = apply_rotary(heads(q_proj_->forward(x), heads_), cos, sin);
+    at::Tensor k = apply_rotary(heads(k_proj_->forward(x), kv_heads_), cos, sin);
+    at::Tensor v = heads(v_proj_->forward(x), kv_heads_);
+    if (cache) std::tie(k, v) = cache->append(layer, k, v);
+    k = repeat_kv(k, heads_ / kv_heads_);
+    v = repeat_kv(v, heads_ / kv_heads_);
+    const double dropout = is_training() ? dropout_ : 0.0;
+    const at::Tensor y = cache ? attention_after_cache(q, k, v) : causal_attention(q, k, v, dropout);
+    return o_proj_->forward(y.transpose(1, 2).reshape({batch, time, heads_ * head_dim_}));
+  }
+
+ private:
+  int64_t heads_, kv_heads_, head_dim_;
+  double dropout_;
+  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+};
+
+/// down(silu(gate(x)) · up(x)).
+class LlamaMLP : public torch::nn::Module {
+ public:
+  LlamaMLP(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("LlamaMLP") {
+    const int64_t width = spec.swiglu_width();
+    gate_proj_ = register_module("gate_proj", linear(spec.n_embd, width, spec.mlp_bias, init));
+    up_proj_ = register_module("up_proj", linear(spec.n_embd, width, spec.mlp_bias, init));
+    down_proj_ = register_module("down_proj", linear(width, spec.n_embd, spec.mlp_bias, init));
+  }
+
+  at::Tensor forward(const at::Tensor& x) {
+    return down_proj_->forward(at::silu(gate_proj_->forward(x)) * up_proj_->forward(x));
+  }
+
+ private:
+  torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
+};
+
+/// The unit FSDP wraps: x + attn(norm(x)), then x + mlp(norm(x)).
+class LlamaDecoderLayer : public torch::nn::Module {
+ public:
+  LlamaDecoderLayer(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("LlamaDecoderLayer") {
+    self_attn_ = register_module("self_attn", std::make_shared<LlamaAttention>(spec, init));
+    mlp_ = register_module("mlp", std::make_shared<LlamaMLP>(spec, init));
+    input_layernorm_ = register_module("input_layernorm", norm(spec, init));
+    post_attention_layernorm_ = register_module("post_attention_layernorm", norm(spec, init));
+  }
+
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, KvCache* cache,
+                     size_t layer) {
+    const at::Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), cos, sin, cache, layer);
+    return h + mlp_->forward(post_attention_layernorm_->forward(h));
+  }
+
+  static std::shared_ptr<LlamaRMSNorm> norm(const ModelSpec& spec, const ModelInit& init) {
+    return built(std::make_shared<LlamaRMSNorm>(spec.n_embd, spec.rms_norm_eps), init);
+  }
+
+ private:
+  std::shared_ptr<LlamaAttention> self_attn_;
+  std::shared_ptr<LlamaMLP> mlp_;
+  std::shared_ptr<LlamaRMSNorm> input_layernorm_, post_attention_layernorm_;
+};
+
+/// transformers' LlamaModel: the embedding, the layers and the final norm.
+class LlamaModel : public torch::nn::Module {
+ public:
+  LlamaModel(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("LlamaModel") {
+    embed_tokens = register_module("embed_tokens", built(torch::nn::Embedding(spec.vocab_size, spec.n_embd), init));
+    layers_list = register_module("layers", torch::nn::ModuleList());
+    for (int64_t i = 0; i < spec.n_layer; ++i) {
+      layers.push_back(std::make_shared<LlamaDecoderLayer>(spec, init));
+      layers_list->push_back(layers.back());
+    }
+    norm = register_module("norm", LlamaDecoderLayer::norm(spec, init));
+  }
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers_list{nullptr};
+  std::vector<std::shared_ptr<LlamaDecoderLayer>> layers;
+  std::shared_ptr<LlamaRMSNorm> norm;
+};
+
+class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public Model, public CausalLm {
+ public:
+  LlamaForCausalLM(const ModelSpec& spec, const ModelInit& init)
+      : torch::nn::Module("LlamaForCausalLM"), spec_(spec), rope_(spec) {
+    model_ = register_module("model", std::make_shared<LlamaModel>(spec, init));
+    if (!spec.tie_word_embeddings) lm_head_ = register_module("lm_head", linear(spec.n_embd, spec.vocab_size, false, init));
+    if (!init.deferred) init_weights();
+  }
+
+  at::Tensor forward(const at::Tensor& input) override { return run(input, nullptr); }
+  at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) override { return run(tokens, &cache); }
+
+  at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override {
+    return at::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
+  }
+
+  std::string kind() const override { return "llama"; }
+  torch::nn::Module& module() override { return *this; }
+  int64_t context_length() const override { return spec_.block_size; }
+  int64_t layer_count() const override { return spec_.n_layer; }
+  at::Device device() const override { return model_->embed_tokens->weight.device(); }
+
+ private:
+  at::Tensor run(const at::Tensor& input, KvCache* cache) {
+    MPIACCEL_CHECK(input.dim() == 2 && input.scalar_type() == at::kLong, "Llama input must be int64 tokens [batch, time]");
+    const int64_t start = cache ? cache->length() : 0;
+    const int64_t time = input.size(1);
+    MPIACCEL_CHECK(start + time <= spec_.block_size,
+                   "Llama input of " + std::to_string(start + time) + " positions is longer than block_size " +
+                       std::to_string(spec_.block_size) + " ([train] seq_len)");
+    at::Tensor x = model_->embed_tokens->forward(input);
+    const std::pair<at::Tensor, at::Tensor> rotary = rope_.cos_sin(start, time, x.device(), x.scalar_type());
+    for (size_t i = 0; i < model_->layers.size(); ++i) {
+      LlamaDecoderLayer& layer = *model_->layers[i];
+      // By value: activation checkpointing runs this again in backward, after run() returned.
+      x = units().run(layer, x, [&layer, rotary, cache, i](const at::Tensor& in) {
+        return layer.forward(in, rotary.first, rotary.second, cache, i);
+      });
+    }
+    x = model_->norm->forward(x);
+    return lm_head_ ? lm_head_->forward(x) : at::matmul(x, model_->embed_tokens->weight.t());
+  }
+
+  // transformers' LlamaPreTrainedModel._init_weights: N(0, 0.02) for every
+  // Linear and the embedding, zero biases, norms at one.
+  void init_weights() {
+    at::NoGradGuard no_grad;
+    for (auto& item : named_parameters()) {
+      const std::string& name = item.key();
+      at::Tensor& p = item.value();
+      if (name.find("norm") != std::string::npos) continue;
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+        p.zero_();
+      } else {
+        torch::nn::init::normal_(p, 0.0, 0.02);
+      }
+    }
+  }
+
+  ModelSpec spec_;
+  RotaryEmbedding rope_;
+  std::shared_ptr<LlamaModel> model_;
+  torch::nn::Linear lm_head_{nullptr};
+};
+
+std::shared_ptr<Model> make_llama(const ModelSpec& spec, const ModelInit& init) {
+  auto positive = [](int64_t n) { return n >= 1; };
+  MPIACCEL_CHECK(positive(spec.n_layer) && positive(spec.n_head) && positive(spec.n_embd) &&
+                     positive(spec.vocab_size) && positive(spec.block_size) && positive(spec.head_width()) &&
+                     positive(spec.kv_heads()),
+                 "Llama sizes must be positive (n_layer, n_head, n_kv_head, n_embd, head_dim, vocab_size, block_size)");
+  MPIACCEL_CHECK(spec.head_dim > 0 || spec.n_embd % spec.n_head == 0,
+                 "[model] n_embd " + std::to_string(spec.n_embd) + " is not a multiple of n_head " +
+                     std::to_string(spec.n_head) + " (or set head_dim)");
+  MPIACCEL_CHECK(spec.n_head % spec.kv_heads() == 0,
+                 "[model] n_head " + std::to_string(spec.n_head) + " is not a multiple of n_kv_head " +
+                     std::to_string(spec.kv_heads()) + ": each key/value head serves a whole group of query heads");
+  MPIACCEL_CHECK(spec.rms_norm_eps > 0, "[model] rms_norm_eps must be positive");
+  MPIACCEL_CHECK(spec.dropout >= 0.0 && spec.dropout < 1.0,
+                 "[model] dropout " + std::to_string(spec.dropout) + " is not in [0, 1)");
+  return std::make_shared<LlamaForCausalLM>(spec, init);
+}
+
+}  // namespace mpiaccel::detail

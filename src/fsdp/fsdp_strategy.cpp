@@ -6,6 +6,8 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <map>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,6 +26,18 @@
 namespace mpiaccel {
 namespace detail {
 namespace {
+
+// "FSDP: 4 units (LlamaDecoderLayer x 4) and the root, sharded over 4 ranks".
+std::string describe_units(const std::vector<FsdpUnit>& units, int shard_ranks) {
+  std::map<std::string, int> classes;
+  for (const FsdpUnit& unit : units)
+    if (unit.module) ++classes[unit.cls];
+  std::string text;
+  for (const auto& [cls, count] : classes) text += (text.empty() ? "" : ", ") + cls + " x " + std::to_string(count);
+  const size_t unit_count = units.empty() ? 0 : units.size() - 1;
+  return "FSDP: " + std::to_string(unit_count) + " unit(s)" + (text.empty() ? "" : " (" + text + ")") +
+         " and the root, sharded over " + std::to_string(shard_ranks) + " rank(s)";
+}
 
 FsdpOptions options_from(const FsdpConfig& config) {
   const std::string& sharding = config.sharding_strategy;
@@ -103,6 +117,7 @@ void FsdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
                  "strategy prepared on the same model?); prepare one strategy per model");
 
   FsdpComms comms = make_fsdp_comms(config_, comm_);
+  const int shard_ranks = comms.gather->size();
   BuiltUnits built =
       build_units(*model, plan, comms.gather->size(), comms.gather->rank(), config_.cpu_offload);
   if (streamed) stream_shards(*comm_, comms.gather->rank(), built);
@@ -131,6 +146,7 @@ void FsdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
   engine_->set_gradient_sync(sync_);
   if (has_units) has_units->units().set_interceptor(engine_.get());
   model_ = std::move(model);
+  if (comm_->rank() == 0) log_info(describe_units(engine_->units(), shard_ranks));
 }
 
 void FsdpStrategy::set_gradient_sync(bool enabled) {

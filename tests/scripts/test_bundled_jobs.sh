@@ -58,7 +58,8 @@ out=$WORK/accelerate-fsdp2.out
    checkpoint.dir="$RUNS/yaml-llama/checkpoints" logging.metrics_file="$RUNS/yaml-llama/metrics.jsonl") > "$out" 2>&1 \
   || { tail -40 "$out"; fail "jobs/accelerate-fsdp2.yaml with jobs/fortunes-llama.ini through launch"; }
 grep -qE '"step": *6[,}]' "$RUNS/yaml-llama/metrics.jsonl" || fail "the YAML's Llama run logged no step 6"
-for says in "world 4" "strategy fsdp" "mixed_precision bf16" "LlamaDecoderLayer" "sample:"; do
+for says in "mpiaccel train: llama" "strategy fsdp on 4 rank(s)" "precision param=bf16" \
+  "FSDP: 4 unit(s) (LlamaDecoderLayer x 4) and the root, sharded over 4 rank(s)" "sample:"; do
   expect_contains "$out" "$says"
 done
 "$MPIACCEL" ckpt show "$RUNS/yaml-llama/checkpoints" > yaml-llama.show 2>&1 || fail "ckpt show of the YAML's run"

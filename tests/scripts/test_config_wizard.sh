@@ -37,7 +37,7 @@ expect_contains cmd.txt "train --config zero.ini"
 printf '%s\n' 2 '' 4 0 auto fsdp SHARD_GRAD_OP '' 'DecoderLayer,Block' yes no fp16 '' 0 0 > answers.txt
 "$MPIACCEL" config -o fsdp.ini < answers.txt > out.txt 2> err.txt || { cat out.txt err.txt; fail "fsdp wizard failed"; }
 expect_contains out.txt "at least one process per machine: give >= 2"
-expect_contains out.txt "FSDP: module class names of the units, comma-separated? [DecoderLayer]: DecoderLayer,Block"
+expect_contains out.txt "FSDP: module class names of the units, comma-separated (empty: the bundled model's)? []: DecoderLayer,Block"
 for line in "num_machines = 2" "num_processes = 4" "strategy = fsdp" "sharding_strategy = SHARD_GRAD_OP" \
             "auto_wrap_policy = TRANSFORMER_BASED_WRAP" "transformer_layer_cls_to_wrap = DecoderLayer,Block" \
             "cpu_offload = true" "activation_checkpointing = false" "mixed_precision = fp16" "keep_last = 0"; do

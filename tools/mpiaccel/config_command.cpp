@@ -155,7 +155,7 @@ void ask_everything(Wizard& wizard, Config& config) {
     wizard.ask("fsdp.auto_wrap_policy", "FSDP: how is the model split into units?");
     if (config.fsdp.auto_wrap_policy == "TRANSFORMER_BASED_WRAP") {
       wizard.ask("fsdp.transformer_layer_cls_to_wrap",
-                 "FSDP: module class names of the units, comma-separated?");
+                 "FSDP: module class names of the units, comma-separated (empty: the bundled model's)?");
     } else if (config.fsdp.auto_wrap_policy == "SIZE_BASED_WRAP") {
       wizard.ask("fsdp.min_num_params", "FSDP: parameters per unit at least?");
     }

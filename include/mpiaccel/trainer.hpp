@@ -92,6 +92,9 @@ class Trainer {
   /// Called by every rank after the last step (not after a pre-emption):
   /// may be collective, e.g. generating from a sharded model.
   using EndHook = std::function<void(Accelerator& acc)>;
+  /// Like EndHook, and returns a text (the end-of-run sample) that rank 0
+  /// prints and reports to TensorBoard ([logging] report_to).
+  using TextHook = std::function<std::string(Accelerator& acc)>;
 
   /// `model` and how to run it: `forward(input)` gives the output that
   /// loss() takes. Build the model on every rank the same way; prepare()
@@ -123,6 +126,8 @@ class Trainer {
   /// ("tok", seq_len) logs tokens_per_s; the default ("samples", 1) samples_per_s.
   Trainer& throughput_unit(std::string unit, int64_t per_sample);
   Trainer& at_end(EndHook hook);
+  /// After at_end's hook: rank 0 prints "`tag`:" and the text, and reports it under `tag`.
+  Trainer& text_at_end(std::string tag, TextHook hook);
 
   /// Runs [train] max_steps optimizer steps (from the checkpoint of
   /// [checkpoint] resume, if any). Collective over the accelerator's world.
@@ -143,6 +148,8 @@ class Trainer {
   std::string unit_ = "samples";
   int64_t units_per_sample_ = 1;
   EndHook at_end_;
+  std::string text_tag_;
+  TextHook text_at_end_;
 };
 
 /// The built-in trainer behind `mpiaccel train`: the bundled model of

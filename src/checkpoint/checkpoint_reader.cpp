@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "checkpoint/commit.hpp"
-#include "checkpoint/crc32c.hpp"
+#include "core/crc32c.hpp"
 #include "runtime/h5_handle.hpp"
 #include "checkpoint/manifest_reader.hpp"
 #include "checkpoint/tensor_io.hpp"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "checkpoint/file_system.hpp"
-#include "checkpoint/crc32c.hpp"
+#include "core/crc32c.hpp"
 #include "checkpoint/io_pipeline.hpp"
 #include "mpiaccel/error.hpp"
 

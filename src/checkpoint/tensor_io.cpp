@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "checkpoint/crc32c.hpp"
+#include "core/crc32c.hpp"
 #include "checkpoint/manifest.hpp"
 #include "runtime/h5_handle.hpp"
 #include "runtime/check_hdf5.hpp"

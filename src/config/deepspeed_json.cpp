@@ -254,6 +254,28 @@ std::vector<KeyRule> zero_rules() {
   };
 }
 
+// DeepSpeed's TensorBoard monitor writes into output_path/job_name.
+std::vector<KeyRule> tensorboard_rules() {
+  return {
+      {"tensorboard.enabled", "mapped", "true: logging.report_to = jsonl, tensorboard",
+       [](Translator& t, const SourceLeaf& l) {
+         if (t.boolean(l)) t.set(l, "logging.report_to", "jsonl, tensorboard");
+         else t.moot(l, "TensorBoard off");
+       }},
+      {"tensorboard.output_path", "mapped", "logging.logging_dir, with job_name below it",
+       [](Translator& t, const SourceLeaf& l) {
+         const SourceLeaf* job = t.find("tensorboard.job_name");
+         const std::string dir = t.text(l);
+         t.set(l, "logging.logging_dir", job ? (dir.empty() || dir.back() == '/' ? dir : dir + "/") + t.text(*job) : dir);
+       }},
+      {"tensorboard.job_name", "mapped", "the last directory of logging.logging_dir (runs/JOB without output_path)",
+       [](Translator& t, const SourceLeaf& l) {
+         if (t.find("tensorboard.output_path")) t.moot(l, "joined to output_path in logging.logging_dir");
+         else t.set(l, "logging.logging_dir", "runs/" + t.text(l));
+       }},
+  };
+}
+
 std::vector<KeyRule> feature_rules() {
   const std::vector<KeyRule> sections{
       {"activation_checkpointing.*", "moot",
@@ -270,7 +292,7 @@ std::vector<KeyRule> feature_rules() {
       feature("flops_profiler", "no FLOPs profiler; [logging] trace times the step", "no FLOPs profiler"),
       feature("comms_logger", "no communication logger; [logging] trace records collectives",
               "no communication logger"),
-      feature("tensorboard", "TensorBoard output is not in mpiaccel yet; " + metrics, "TensorBoard off"),
+      tensorboard_rules(),
       feature("wandb", "no Weights & Biases; " + metrics, "W&B off"),
       feature("csv_monitor", metrics + " (JSON lines)", "CSV monitor off"),
       feature("elasticity", "no elastic batch sizes; the world size is fixed at launch", "elasticity off"),

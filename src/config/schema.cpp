@@ -199,7 +199,11 @@ std::vector<KeySpec> build_schema() {
             "JSON-lines metrics written by rank 0")
       .choice(MPIACCEL_KEY(G, progress), {"auto", "bar", "lines", "off"},
               "progress display on rank 0; auto = bar on a terminal, else lines")
-      .text(MPIACCEL_KEY(G, trace), true, "a path; empty = off", "Chrome trace JSON of each step");
+      .text(MPIACCEL_KEY(G, trace), true, "a path; empty = off", "Chrome trace JSON of each step")
+      .text(MPIACCEL_KEY(G, report_to), false, "jsonl, tensorboard (a list) | all | none",
+            "where metrics go: the metrics file and TensorBoard event files (the Trainer's report_to)")
+      .text(MPIACCEL_KEY(G, logging_dir), true, "a directory",
+            "tensorboard: where the event files go (tensorboard --logdir DIR)");
   return rows;
 }
 

@@ -232,6 +232,23 @@ std::vector<KeyRule> run_rules() {
   };
 }
 
+// report_to: "all", "none", a name or a list of names; TensorBoard is
+// mpiaccel's only tracker (its JSON-lines file stays).
+void report_to(Translator& t, const SourceLeaf& leaf) {
+  std::vector<std::string> names;
+  if (leaf.value.is_string()) names.push_back(leaf.value.get<std::string>());
+  else if (leaf.value.is_array())
+    for (const auto& item : leaf.value) names.push_back(item.is_string() ? item.get<std::string>() : item.dump());
+  else t.refuse(leaf, "accepted: \"all\", \"none\", \"tensorboard\" or a list of names");
+  bool tensorboard = false;
+  for (const std::string& name : names) {
+    if (name == "tensorboard" || name == "all") tensorboard = true;
+    else if (name != "none") t.refuse(leaf, "'" + name + "' is not a tracker mpiaccel reports to; accepted: tensorboard, all, none");
+  }
+  if (tensorboard) t.set(leaf, "logging.report_to", "jsonl, tensorboard");
+  else t.moot(leaf, "no tracker: the metrics file ([logging] metrics_file) stays");
+}
+
 std::vector<KeyRule> distribution_rules() {
   const char* const kEval = "evaluation uses train.batch_size and train.eval_batches";
   return {
@@ -262,8 +279,8 @@ std::vector<KeyRule> distribution_rules() {
       {"per_device_eval_batch_size", "moot", kEval},
       {"disable_tqdm", "moot", "logging.progress chooses the progress display"},
       {"skip_memory_metrics", "moot", "the metrics always carry the peak memory"},
-      {"report_to", "refused", "TensorBoard and trackers are not in mpiaccel yet; metrics go to [logging] metrics_file",
-       {}, {"[]", "\"none\"", "[\"none\"]"}},
+      {"report_to", "mapped", "tensorboard or all: logging.report_to = jsonl, tensorboard; other trackers refused",
+       report_to},
       {"torch_compile", "refused", "LibTorch has no torch.compile; mpiaccel runs eager", {}, {"false"}},
       {"parallelism_config", "refused", "give the parallelism in an Accelerate YAML's parallelism_config", {},
        {"null"}},

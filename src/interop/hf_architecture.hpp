@@ -38,6 +38,12 @@ struct HfArchitecture {
 extern const HfArchitecture kHfGpt2;
 extern const HfArchitecture kHfLlama;
 
+/// `text` (a config.json at `where`) checked by arch.check_config against
+/// `spec`: text that is not JSON, or values of other types than the
+/// architecture's, are an Error naming `where` as well.
+void check_hf_config_text(const HfArchitecture& arch, const std::string& text, const ModelSpec& spec,
+                          const std::string& where);
+
 /// The architecture of our model `kind`; throws Error for a model that has none.
 const HfArchitecture& hf_architecture(const std::string& kind);
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -188,7 +189,10 @@ namespace {
 void check_hf_config(const HfArchitecture& arch, const ModelSpec& spec, const std::string& path) {
   const fs::path config = fs::path(path) / "config.json";
   if (!fs::is_directory(path) || !fs::exists(config)) return;
-  arch.check_config(read_json(config), spec, config.string());
+  std::ifstream file(config);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  MPIACCEL_CHECK(file.good() || file.eof(), "cannot read " + config.string());
+  check_hf_config_text(arch, text, spec, config.string());
 }
 
 }  // namespace

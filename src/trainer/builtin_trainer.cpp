@@ -90,14 +90,14 @@ ModelSpec model_spec(const Config& config) {
 
 // The end-of-run text sample. Collective: under FSDP and ZeRO-3 each forward
 // all-gathers the units' parameters, so every rank generates (the same text,
-// from the same weights and sampling seed) and rank 0 prints it.
-Trainer::EndHook text_sample(std::shared_ptr<Model> model) {
+// from the same weights and sampling seed); the trainer prints and reports it.
+Trainer::TextHook text_sample(std::shared_ptr<Model> model) {
   return [model](Accelerator& acc) {
     detail::set_activity("generating the end-of-run text sample");
     GenerateOptions options;
     options.n_tokens = acc.config().train.sample_tokens;
     options.seed = static_cast<uint64_t>(acc.config().distributed.seed);
-    acc.print("sample:\n" + detail::continue_text(acc, *model, "\n", options));
+    return detail::continue_text(acc, *model, "\n", options);
   };
 }
 
@@ -176,7 +176,7 @@ TrainResult train(Accelerator& acc) {
       .eval_data(val_data)
       .throughput_unit(kind.throughput_unit, kind.generates_text ? tc.seq_len : 1);
   if (kind.classifies) trainer.metric(accuracy_metric());
-  if (kind.generates_text && tc.sample_tokens > 0) trainer.at_end(text_sample(model));
+  if (kind.generates_text && tc.sample_tokens > 0) trainer.text_at_end("sample", text_sample(model));
   return trainer.train();
 }
 

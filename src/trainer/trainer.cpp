@@ -20,7 +20,7 @@
 #include "runtime/trace.hpp"
 #include "trainer/evaluation.hpp"
 #include "trainer/lr_schedule.hpp"
-#include "trainer/metrics_log.hpp"
+#include "trainer/run_report.hpp"
 #include "optim/optimizer_factory.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/trace_writer.hpp"
@@ -94,6 +94,12 @@ Trainer& Trainer::throughput_unit(std::string unit, int64_t per_sample) {
   units_per_sample_ = per_sample;
   return *this;
 }
+Trainer& Trainer::text_at_end(std::string tag, TextHook hook) {
+  text_tag_ = std::move(tag);
+  text_at_end_ = std::move(hook);
+  return *this;
+}
+
 Trainer& Trainer::at_end(EndHook hook) {
   at_end_ = std::move(hook);
   return *this;
@@ -112,7 +118,7 @@ struct Trainer::Loop {
   int64_t units_per_step = 0;
   std::string unit_per_s;      // progress line: "tok/s", "samples/s"
   std::string throughput_key;  // metrics file: "tokens_per_s", "samples_per_s"
-  detail::MetricsLog metrics;
+  detail::RunReport report;
   detail::Progress progress;
   TrainResult result;
   int64_t last_saved = 0;
@@ -132,7 +138,7 @@ struct Trainer::Loop {
         units_per_step(t.units_per_sample_ * tc.batch_size * tc.grad_accum_steps * acc.world_size()),
         unit_per_s(t.unit_ + "/s"),
         throughput_key((t.unit_ == "tok" ? std::string("tokens") : t.unit_) + "_per_s"),
-        metrics(config.logging.metrics_file, acc.is_main_process()),
+        report(config.logging, acc.is_main_process()),
         progress(config.logging.progress, acc.is_main_process()) {
     if (t.eval_data_) {
       eval_loader = std::make_unique<DistributedLoader>(acc.make_loader(t.eval_data_, tc.batch_size, false));
@@ -215,13 +221,11 @@ struct Trainer::Loop {
     state.throughput = state.steps_per_s * static_cast<double>(units_per_step);
     if (log_now) {
       state.loss = window_loss / static_cast<double>(window_steps);
-      metrics.write(detail::JsonLine()
-                        .add("step", static_cast<long long>(n))
-                        .add("loss", mean_loss)
-                        .add("lr", lr)
-                        .add("grad_norm", grad_norm)
-                        .add("elapsed_s", state.elapsed_s)
-                        .add(throughput_key, state.throughput));
+      std::vector<std::pair<std::string, double>> values = {{"loss", mean_loss}, {"lr", lr}, {"grad_norm", grad_norm}};
+      if (acc.grad_scaler().enabled()) values.emplace_back("loss_scale", acc.grad_scaler().scale());
+      values.emplace_back("elapsed_s", state.elapsed_s);
+      values.emplace_back(throughput_key, state.throughput);
+      report.record(n, values);
     }
     progress.update(state, log_now);
     if (log_now) restart_window();
@@ -235,16 +239,14 @@ struct Trainer::Loop {
     result.final_metrics = eval.metrics;
     auto it = eval.metrics.find("val_acc");
     result.final_val_acc = it == eval.metrics.end() ? -1 : it->second;
-    auto line = detail::JsonLine()
-                    .add("step", static_cast<long long>(n))
-                    .add("val_loss", eval.loss)
-                    .add("elapsed_s", seconds_since(start));
+    std::vector<std::pair<std::string, double>> values = {{"val_loss", eval.loss},
+                                                          {"elapsed_s", seconds_since(start)}};
     std::string text = "eval step " + std::to_string(n) + ": val_loss " + std::to_string(eval.loss);
     for (const auto& [name, value] : eval.metrics) {
-      line.add(name, value);
+      values.emplace_back(name, value);
       text += ", " + name + " " + std::to_string(value);
     }
-    metrics.write(line);
+    report.record(n, values);
     progress.message(text);
     restart_window();  // evaluation time is not training throughput
   }
@@ -277,7 +279,7 @@ struct Trainer::Loop {
 
   void run(torch::optim::Optimizer& optimizer) {
     const int64_t first_step = acc.resume(loader);
-    if (first_step > 0) metrics.forget_steps_after(first_step);
+    report.start(first_step, config.to_ini());
     last_saved = first_step;
     result.steps = first_step;
     if (!config.logging.trace.empty()) {
@@ -356,6 +358,11 @@ TrainResult Trainer::train() {
              detail::format_duration(seconds_since(loop.start)) +
              (eval_data_ ? ", final val_loss " + std::to_string(loop.result.final_val_loss) : ""));
   if (at_end_) at_end_(acc_);
+  if (text_at_end_) {
+    const std::string text = text_at_end_(acc_);
+    acc_.print(text_tag_ + ":\n" + text);
+    loop.report.text(loop.result.steps, text_tag_, text);
+  }
   detail::set_activity("end of run");
   acc_.wait_for_everyone();
   return loop.result;

@@ -13,6 +13,7 @@
 #   safetensors  the safetensors reader
 #   token_file   the token file header and reader
 #   idx          the Fashion-MNIST IDX reader
+#   hf_config    a model directory's config.json as init_from checks it (the Llama's)
 set -eu
 build=$(cd "$1" && pwd)
 seconds=${2:-60}
@@ -22,7 +23,7 @@ root=$(cd "$here/../.." && pwd)
 out=$build/fuzz
 mkdir -p "$out/obj"
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(config config_files manifest safetensors token_file idx)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(config config_files manifest safetensors token_file idx hf_config)
 
 torch=$("$root/.venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2> /dev/null) ||
   { echo "FAIL: no torch in $root/.venv: run make deps" >&2; exit 1; }
@@ -72,6 +73,8 @@ for name in "${harnesses[@]}"; do
                   -- "${torch_libs[@]}" ;;
     idx) link idx "$here/fuzz_idx.cpp" "$src/data/fashion_mnist.cpp" "$src/core/error.cpp" \
            -- "${torch_libs[@]}" -lz ;;
+    hf_config) link hf_config "$here/fuzz_hf_config.cpp" "$src"/interop/{hf_config_check,hf_llama,hf_gpt2}.cpp \
+                 "$src/core/error.cpp" -- "${torch_libs[@]}" ;;
     *) echo "FAIL: no harness $name" >&2; exit 1 ;;
   esac
 done

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/crc32c.hpp"
+#include "core/crc32c.hpp"
 #include "checkpoint/raw_reader.hpp"
 #include "checkpoint/raw_writer.hpp"
 #include "checkpoint/tensor_io.hpp"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/crc32c.hpp"
+#include "core/crc32c.hpp"
 
 using mpiaccel::detail::crc32c;
 using mpiaccel::detail::crc32c_portable;

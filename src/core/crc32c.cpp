@@ -3,7 +3,7 @@
 // shift table, because the instruction has a 3-cycle latency but a 1-cycle
 // throughput: one stream alone reaches only a third of the possible speed.
 
-#include "checkpoint/crc32c.hpp"
+#include "core/crc32c.hpp"
 
 #include <array>
 #include <cstring>

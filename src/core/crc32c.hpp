@@ -1,5 +1,6 @@
 #pragma once
-// CRC32C (Castagnoli, the iSCSI/ext4 checksum) of the checkpoint shards. The
+// CRC32C (Castagnoli, the iSCSI/ext4 checksum) of the checkpoint shards and of
+// TensorBoard's event records. The
 // SSE4.2 crc32 instruction when the CPU has it (checked at run time), a
 // slice-by-8 table otherwise; both give the same value.
 

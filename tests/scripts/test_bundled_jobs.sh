@@ -6,7 +6,8 @@
 # has a line `; prepare: mpiaccel ...` (or `# prepare: ...`) gets that command
 # run first, from the checkout; a job with `; requires: gpu` is skipped, by
 # name, on a machine without one; a job with `; with: jobs/FILE` runs with that
-# config file before it (a model-only INI beside a DeepSpeed JSON). Then
+# config file before it (a model-only INI beside a DeepSpeed JSON, the Llama
+# job beside the Accelerate YAML). Then
 # jobs/accelerate-fsdp2.yaml as shipped, through `mpiaccel launch` at its 4
 # processes, with jobs/fortunes-llama.ini: FSDP2, bf16 and LlamaDecoderLayer
 # units.
@@ -62,7 +63,7 @@ for says in "mpiaccel train: llama" "strategy fsdp on 4 rank(s)" "precision para
   "FSDP: 4 unit(s) (LlamaDecoderLayer x 4) and the root, sharded over 4 rank(s)" "sample:"; do
   expect_contains "$out" "$says"
 done
-"$MPIACCEL" ckpt show "$RUNS/yaml-llama/checkpoints" > yaml-llama.show 2>&1 || fail "ckpt show of the YAML's run"
-expect_contains yaml-llama.show "fsdp"
+"$MPIACCEL" ckpt ls "$RUNS/yaml-llama/checkpoints" > "$WORK/yaml-llama.ls" 2>&1 || fail "ckpt ls of the YAML's run"
+expect_contains "$WORK/yaml-llama.ls" "step 6, world size 4, strategy fsdp"
 echo "ok jobs/accelerate-fsdp2.yaml + jobs/fortunes-llama.ini at np 4 through launch"
 echo PASS

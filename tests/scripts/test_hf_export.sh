@@ -44,7 +44,7 @@ PROMPT="What is"
   > generate.out 2> generate.err || { cat generate.out generate.err; fail "mpiaccel generate"; }
 # The same text at another world size and strategy.
 mpi 2 "$MPIACCEL" generate --checkpoint trained --prompt "$PROMPT" --max-new 50 --greedy \
-  distributed.strategy=fsdp > fsdp.out 2>&1 || { cat fsdp.out; fail "mpiaccel generate under FSDP at 2 ranks"; }
+  distributed.strategy=fsdp > fsdp.out 2> fsdp.err || { cat fsdp.out fsdp.err; fail "mpiaccel generate under FSDP at 2 ranks"; }
 [ "$(tail -c 200 fsdp.out)" = "$(tail -c 200 generate.out)" ] || fail "FSDP at 2 ranks generated other text"
 "$PY" - "$PROMPT" <<'PY' || fail "transformers does not compute what mpiaccel computes"
 import json, sys

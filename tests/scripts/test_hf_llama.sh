@@ -37,7 +37,7 @@ expect_contains import.out "initialised from the pretrained model $WORK/theirs"
 "$MPIACCEL" generate --checkpoint imported --prompt "$PROMPT" --max-new 50 --greedy --ids --logits ours.npy \
   > ids.txt 2> generate.err || { cat ids.txt generate.err; fail "mpiaccel generate"; }
 mpi 2 "$MPIACCEL" generate --checkpoint imported --prompt "$PROMPT" --max-new 50 --greedy --ids \
-  distributed.strategy=fsdp > fsdp_ids.txt 2>&1 || { cat fsdp_ids.txt; fail "mpiaccel generate under FSDP at 2 ranks"; }
+  distributed.strategy=fsdp > fsdp_ids.txt 2> fsdp_ids.err || { cat fsdp_ids.txt fsdp_ids.err; fail "mpiaccel generate under FSDP at 2 ranks"; }
 [ "$(tail -1 fsdp_ids.txt)" = "$(tail -1 ids.txt)" ] || fail "FSDP at 2 ranks generated other tokens"
 "$PY" "$ORACLE" check theirs ours.npy ids.txt "$PROMPT" || fail "transformers does not compute what mpiaccel computes"
 

@@ -52,10 +52,10 @@ PY
 # Sampling through the KV cache, at the end of a run and from a checkpoint.
 run sample_np2 2 6 train.sample_tokens=40
 expect_contains sample_np2.out "sample:"
-"$MPIACCEL" generate --checkpoint np1.ckpt --prompt "The " --max-new 40 --ids > gen_np1.txt 2>&1 \
-  || { cat gen_np1.txt; fail "generate at np 1"; }
+"$MPIACCEL" generate --checkpoint np1.ckpt --prompt "The " --max-new 40 --ids > gen_np1.txt 2> gen_np1.err \
+  || { cat gen_np1.txt gen_np1.err; fail "generate at np 1"; }
 mpi 2 "$MPIACCEL" generate --checkpoint np1.ckpt --prompt "The " --max-new 40 --ids distributed.strategy=fsdp \
-  "${UNITS[@]}" > gen_fsdp.txt 2>&1 || { cat gen_fsdp.txt; fail "generate under FSDP at np 2"; }
+  "${UNITS[@]}" > gen_fsdp.txt 2> gen_fsdp.err || { cat gen_fsdp.txt gen_fsdp.err; fail "generate under FSDP at np 2"; }
 [ "$(tail -1 gen_np1.txt)" = "$(tail -1 gen_fsdp.txt)" ] || fail "FSDP at np 2 sampled other tokens"
 
 "$MPIACCEL" estimate-memory --json --world 2 "${LLAMA[@]}" > estimate.json 2>&1 || { cat estimate.json; fail "estimate"; }

@@ -106,7 +106,9 @@ std::vector<std::string> export_hf_tokenizer(const std::string& model_file, cons
   write_json(fs::path(dir) / "tokenizer.json", tokenizer_json(pieces));
   nlohmann::ordered_json config;
   config["tokenizer_class"] = "PreTrainedTokenizerFast";
-  config["unk_token"] = pieces.empty() ? "<unk>" : pieces[0].text;
+  const auto unknown = std::find_if(pieces.begin(), pieces.end(),
+                                    [](const TokenizerPiece& p) { return p.kind == Kind::unknown; });
+  config["unk_token"] = unknown == pieces.end() ? "<unk>" : unknown->text;
   config["bos_token"] = nullptr;
   config["eos_token"] = nullptr;
   config["add_bos_token"] = false;

@@ -35,8 +35,8 @@ std::string tensorboard_tag(const std::string& key) {
 }
 
 RunReport::RunReport(const LoggingConfig& logging, bool main_process)
-    : jsonl_(logging.metrics_file, main_process && report_targets(logging.report_to).jsonl) {
-  if (!main_process || !report_targets(logging.report_to).tensorboard) return;
+    : targets_(report_targets(logging.report_to)), jsonl_(logging.metrics_file, main_process && targets_.jsonl) {
+  if (!main_process || !targets_.tensorboard) return;
   MPIACCEL_CHECK(!logging.logging_dir.empty(), "[logging] report_to names tensorboard and logging_dir is empty; "
                                                "set logging_dir to the event files' directory");
   events_ = std::make_unique<EventFile>(logging.logging_dir);

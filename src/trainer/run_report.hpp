@@ -31,7 +31,8 @@ std::string tensorboard_tag(const std::string& key);
 
 class RunReport {
  public:
-  /// Validates `logging.report_to` on every rank; writes only if `main_process`.
+  /// Validates `logging.report_to` (every rank alike: a bad value fails them
+  /// all with one line); writes only if `main_process`.
   RunReport(const LoggingConfig& logging, bool main_process);
 
   /// The run starts after step `first_step` (0, or the step a resume starts
@@ -46,6 +47,7 @@ class RunReport {
   void text(int64_t step, const std::string& tag, const std::string& text);
 
  private:
+  ReportTargets targets_;  // before the writers: they are built from it
   MetricsLog jsonl_;
   std::unique_ptr<EventFile> events_;
 };

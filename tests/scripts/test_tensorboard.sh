@@ -46,7 +46,8 @@ mpi 1 "$MPIACCEL" train "${GPT[@]}" logging.report_to=tensorboard logging.loggin
   logging.metrics_file=none.jsonl train.max_steps=5 checkpoint.dir=ckpt_only > only.out 2>&1 || { cat only.out; fail "tensorboard only"; }
 [ ! -e none.jsonl ] || fail "report_to = tensorboard wrote the metrics file"
 [ "$(ls tb_only | wc -l)" = 1 ] || fail "report_to = tensorboard wrote no event file"
-if mpi 1 "$MPIACCEL" train "${GPT[@]}" logging.report_to="jsonl, wandb" train.max_steps=1 > bad.out 2>&1; then
+if mpi --timeout 120 2 "$MPIACCEL" train "${GPT[@]}" logging.report_to="jsonl, wandb" train.max_steps=1 \
+     checkpoint.dir=ckpt_bad > bad.out 2>&1; then
   fail "report_to = wandb was accepted"
 fi
 expect_contains bad.out "[logging] report_to: 'wandb' is unknown; accepted: a list of jsonl and tensorboard, or all, or none"

@@ -14,12 +14,14 @@
 #include <memory>
 
 #include "checkpoint/manifest.hpp"
+#include "core/dtype_names.hpp"
 #include "interop/hf_architecture.hpp"
 #include "interop/hf_tokenizer.hpp"
 #include "interop/safetensors.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/log.hpp"
 
 namespace mpiaccel::detail {
 namespace {
@@ -173,13 +175,18 @@ std::vector<std::string> export_hf_model(const CheckpointReader& reader, const s
   fs::create_directories(dir);
   std::vector<std::string> written = write_weights(dir, items, sizes, options.max_shard_bytes);
   nlohmann::ordered_json hf_config = arch.config_json(spec, config);
-  hf_config["torch_dtype"] = "float32";
+  hf_config["torch_dtype"] = dtype_name(embedding->dtype);  // as saved: float32, or bfloat16 under bf16 FSDP
   hf_config["mpiaccel_step"] = info.step;
   write_text(fs::path(dir) / "config.json", hf_config.dump(2) + "\n");
   written.push_back("config.json");
   const fs::path tokenizer = fs::path(config.train.data_dir) / "tokenizer.model";
-  if (config.train.dataset == "tokens" && fs::exists(tokenizer))
-    for (const std::string& file : export_hf_tokenizer(tokenizer.string(), dir)) written.push_back(file);
+  if (config.train.dataset != "tokens") return written;
+  if (!fs::exists(tokenizer)) {
+    log_warn("the run trained on token files but " + tokenizer.string() + " is not there (a data_dir relative to "
+             "where it ran?): the export has no tokenizer; run the export from that directory");
+    return written;
+  }
+  for (const std::string& file : export_hf_tokenizer(tokenizer.string(), dir)) written.push_back(file);
   return written;
 }
 

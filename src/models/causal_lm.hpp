@@ -6,7 +6,11 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include "mpiaccel/models.hpp"
 
 namespace mpiaccel::detail {
 
@@ -42,6 +46,34 @@ class CausalLm {
   /// Logits [B, T, vocab] of `tokens` [B, T], the positions right after the
   /// cache's; their keys and values are appended to `cache`.
   virtual at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) = 0;
+};
+
+/// What the GPT and the Llama share as text models: forward with and
+/// without the cache through one run(), the token cross-entropy, the context
+/// and layer counts of their spec, and the check of the tokens they are given.
+class TextModel : public Model, public CausalLm {
+ public:
+  TextModel(const ModelSpec& spec, std::string name) : spec_(spec), name_(std::move(name)) {}
+
+  at::Tensor forward(const at::Tensor& input) override { return run(input, nullptr); }
+  at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) override { return run(tokens, &cache); }
+  /// Mean cross-entropy over all B·T positions.
+  at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override;
+  int64_t context_length() const override { return spec_.block_size; }
+  int64_t layer_count() const override { return spec_.n_layer; }
+  const ModelSpec& spec() const { return spec_; }
+
+ protected:
+  /// Logits of `input`, whose positions follow the cache's (none without one).
+  virtual at::Tensor run(const at::Tensor& input, KvCache* cache) = 0;
+  /// The position of input's first token; throws Error unless `input` is
+  /// int64 tokens [batch, time] that end within block_size.
+  int64_t first_position(const at::Tensor& input, const KvCache* cache) const;
+
+  const ModelSpec spec_;
+
+ private:
+  std::string name_;  // "GPT", "Llama": for errors
 };
 
 }  // namespace mpiaccel::detail

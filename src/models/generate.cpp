@@ -1,5 +1,5 @@
 // generate() and generate_tokens(): sampling from a text model through its
-// KV cache (models/causal_lm.hpp).
+// KV cache; and what the text models share (models/causal_lm.hpp).
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -17,6 +17,20 @@
 
 namespace mpiaccel {
 namespace detail {
+
+at::Tensor TextModel::loss(const at::Tensor& output, const at::Tensor& target) {
+  return at::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
+}
+
+int64_t TextModel::first_position(const at::Tensor& input, const KvCache* cache) const {
+  MPIACCEL_CHECK(input.dim() == 2 && input.scalar_type() == at::kLong,
+                 name_ + " input must be int64 tokens [batch, time]");
+  const int64_t start = cache ? cache->length() : 0;
+  MPIACCEL_CHECK(start + input.size(1) <= spec_.block_size,
+                 name_ + " input of " + std::to_string(start + input.size(1)) + " positions is longer than block_size " +
+                     std::to_string(spec_.block_size) + " ([train] seq_len)");
+  return start;
+}
 
 std::pair<at::Tensor, at::Tensor> KvCache::append(size_t layer, const at::Tensor& key, const at::Tensor& value) {
   at::Tensor& k = keys_.at(layer);

@@ -127,9 +127,9 @@ class DecoderLayer : public torch::nn::Module {
   std::shared_ptr<FeedForward> mlp_;
 };
 
-class Gpt : public torch::nn::Module, public HasUnits, public Model, public CausalLm {
+class Gpt : public torch::nn::Module, public HasUnits, public TextModel {
  public:
-  Gpt(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("GPT"), spec_(spec) {
+  Gpt(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("GPT"), TextModel(spec, "GPT") {
     wte_ = register_module("wte", built(torch::nn::Embedding(spec.vocab_size, spec.n_embd), init));
     wpe_ = register_module("wpe", built(torch::nn::Embedding(spec.block_size, spec.n_embd), init));
     dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));
@@ -143,28 +143,14 @@ class Gpt : public torch::nn::Module, public HasUnits, public Model, public Caus
     if (!init.deferred) init_weights();
   }
 
-  at::Tensor forward(const at::Tensor& input) override { return run(input, nullptr); }
-  at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) override { return run(tokens, &cache); }
-
-  at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override {
-    return at::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
-  }
-
   std::string kind() const override { return "gpt"; }
   torch::nn::Module& module() override { return *this; }
-  int64_t context_length() const override { return spec_.block_size; }
-  int64_t layer_count() const override { return spec_.n_layer; }
   at::Device device() const override { return wte_->weight.device(); }
 
  private:
-  at::Tensor run(const at::Tensor& input, KvCache* cache) {
-    MPIACCEL_CHECK(input.dim() == 2 && input.scalar_type() == at::kLong,
-                   "GPT input must be int64 tokens [batch, time]");
-    const int64_t start = cache ? cache->length() : 0;
+  at::Tensor run(const at::Tensor& input, KvCache* cache) override {
+    const int64_t start = first_position(input, cache);
     const int64_t time = input.size(1);
-    MPIACCEL_CHECK(start + time <= spec_.block_size,
-                   "GPT input of " + std::to_string(start + time) + " tokens is longer than block_size " +
-                       std::to_string(spec_.block_size) + " ([train] seq_len)");
     at::Tensor positions = at::arange(start, start + time, input.options());
     at::Tensor x = dropout_->forward(wte_->forward(input) + wpe_->forward(positions));
     for (size_t i = 0; i < layers_.size(); ++i) {
@@ -198,7 +184,6 @@ class Gpt : public torch::nn::Module, public HasUnits, public Model, public Caus
     }
   }
 
-  ModelSpec spec_;
   torch::nn::Embedding wte_{nullptr};
   torch::nn::Embedding wpe_{nullptr};
   torch::nn::Dropout dropout_{nullptr};

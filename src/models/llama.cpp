@@ -166,36 +166,23 @@ class LlamaModel : public torch::nn::Module {
   std::shared_ptr<LlamaRMSNorm> norm;
 };
 
-class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public Model, public CausalLm {
+class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public TextModel {
  public:
   LlamaForCausalLM(const ModelSpec& spec, const ModelInit& init)
-      : torch::nn::Module("LlamaForCausalLM"), spec_(spec), rope_(spec) {
+      : torch::nn::Module("LlamaForCausalLM"), TextModel(spec, "Llama"), rope_(spec) {
     model_ = register_module("model", std::make_shared<LlamaModel>(spec, init));
     if (!spec.tie_word_embeddings) lm_head_ = register_module("lm_head", linear(spec.n_embd, spec.vocab_size, false, init));
     if (!init.deferred) init_weights();
   }
 
-  at::Tensor forward(const at::Tensor& input) override { return run(input, nullptr); }
-  at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) override { return run(tokens, &cache); }
-
-  at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override {
-    return at::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
-  }
-
   std::string kind() const override { return "llama"; }
   torch::nn::Module& module() override { return *this; }
-  int64_t context_length() const override { return spec_.block_size; }
-  int64_t layer_count() const override { return spec_.n_layer; }
   at::Device device() const override { return model_->embed_tokens->weight.device(); }
 
  private:
-  at::Tensor run(const at::Tensor& input, KvCache* cache) {
-    MPIACCEL_CHECK(input.dim() == 2 && input.scalar_type() == at::kLong, "Llama input must be int64 tokens [batch, time]");
-    const int64_t start = cache ? cache->length() : 0;
+  at::Tensor run(const at::Tensor& input, KvCache* cache) override {
+    const int64_t start = first_position(input, cache);
     const int64_t time = input.size(1);
-    MPIACCEL_CHECK(start + time <= spec_.block_size,
-                   "Llama input of " + std::to_string(start + time) + " positions is longer than block_size " +
-                       std::to_string(spec_.block_size) + " ([train] seq_len)");
     at::Tensor x = model_->embed_tokens->forward(input);
     const std::pair<at::Tensor, at::Tensor> rotary = rope_.cos_sin(start, time, x.device(), x.scalar_type());
     for (size_t i = 0; i < model_->layers.size(); ++i) {
@@ -225,7 +212,6 @@ class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public Model
     }
   }
 
-  ModelSpec spec_;
   RotaryEmbedding rope_;
   std::shared_ptr<LlamaModel> model_;
   torch::nn::Linear lm_head_{nullptr};

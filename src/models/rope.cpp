@@ -51,10 +51,16 @@ RotaryEmbedding::RotaryEmbedding(const ModelSpec& spec) {
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(int64_t start, int64_t length, at::Device device,
                                                            at::ScalarType dtype) const {
+  if (start == tables_start_ && length == tables_length_ && tables_.first.device() == device &&
+      tables_.first.scalar_type() == dtype)
+    return tables_;
   const at::Tensor positions = at::arange(start, start + length, at::TensorOptions(device).dtype(at::kFloat));
   const at::Tensor freqs = at::outer(positions, inv_freq_.to(device));
   const at::Tensor angles = at::cat({freqs, freqs}, -1);
-  return {angles.cos().to(dtype), angles.sin().to(dtype)};
+  tables_ = {angles.cos().to(dtype), angles.sin().to(dtype)};
+  tables_start_ = start;
+  tables_length_ = length;
+  return tables_;
 }
 
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {

@@ -21,7 +21,8 @@ class RotaryEmbedding {
   explicit RotaryEmbedding(const ModelSpec& spec);
 
   /// cos and sin [length, head width] of positions start .. start+length-1,
-  /// on `device` in `dtype`.
+  /// on `device` in `dtype`. The last tables are kept: a training step
+  /// (positions 0 .. seq_len-1 every time) computes and copies nothing.
   std::pair<at::Tensor, at::Tensor> cos_sin(int64_t start, int64_t length, at::Device device,
                                             at::ScalarType dtype) const;
 
@@ -30,6 +31,9 @@ class RotaryEmbedding {
 
  private:
   at::Tensor inv_freq_;
+  // The last tables cos_sin made, and what they were made for.
+  mutable std::pair<at::Tensor, at::Tensor> tables_;
+  mutable int64_t tables_start_ = -1, tables_length_ = -1;
 };
 
 /// x · cos + rotate_half(x) · sin for x [B, H, T, D] and cos, sin [T, D].

@@ -65,5 +65,19 @@ for says in "mpiaccel train: llama" "strategy fsdp on 4 rank(s)" "precision para
 done
 "$MPIACCEL" ckpt ls "$RUNS/yaml-llama/checkpoints" > "$WORK/yaml-llama.ls" 2>&1 || fail "ckpt ls of the YAML's run"
 expect_contains "$WORK/yaml-llama.ls" "step 6, world size 4, strategy fsdp"
+# The README's next command: that run, exported, loads in transformers with its tokenizer.
+(cd "$WORK" && "$MPIACCEL" ckpt export "$RUNS/yaml-llama/checkpoints" --format hf -o yaml-llama-hf) > "$WORK/export.out" 2>&1 \
+  || { cat "$WORK/export.out"; fail "ckpt export --format hf of the YAML's Llama run"; }
+"$SOURCE_DIR/.venv/bin/python" - "$WORK/yaml-llama-hf" <<'PY' || fail "transformers cannot load the exported Llama"
+import sys, torch
+from transformers import AutoTokenizer, LlamaForCausalLM
+model = LlamaForCausalLM.from_pretrained(sys.argv[1]).eval()
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
+ids = tokenizer("What is the", return_tensors="pt").input_ids
+with torch.no_grad():
+    logits = model(ids).logits
+assert torch.isfinite(logits).all() and logits.shape[-1] == model.config.vocab_size == 2048, logits.shape
+print(f"transformers loads the exported run: {model.config.torch_dtype}, logits {tuple(logits.shape)}")
+PY
 echo "ok jobs/accelerate-fsdp2.yaml + jobs/fortunes-llama.ini at np 4 through launch"
 echo PASS

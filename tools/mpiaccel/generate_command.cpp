@@ -79,6 +79,13 @@ void write_npy(const std::string& path, const at::Tensor& logits) {
   MPIACCEL_CHECK(file.good(), "writing " + path + " failed");
 }
 
+// The bytes of `prompt` as token ids (--logits and --ids read prompts so).
+std::vector<int64_t> prompt_bytes(const std::string& prompt) {
+  std::vector<int64_t> ids;
+  for (unsigned char c : prompt) ids.push_back(c);
+  return ids;
+}
+
 int generate_from(Accelerator& acc, const GenerateArgs& g) {
   const std::string& kind = acc.config().train.model;
   MPIACCEL_CHECK(kind == "gpt" || kind == "llama",
@@ -91,18 +98,14 @@ int generate_from(Accelerator& acc, const GenerateArgs& g) {
     // Through the model as generate() runs it (collective under FSDP).
     at::NoGradGuard no_grad;
     model->module().eval();
-    std::vector<int64_t> bytes(g.prompt.begin(), g.prompt.end());
-    for (int64_t& b : bytes) b &= 0xff;
-    const at::Tensor tokens = at::tensor(bytes, at::kLong).unsqueeze(0).to(at::Device(acc.device()));
+    const at::Tensor tokens = at::tensor(prompt_bytes(g.prompt), at::kLong).unsqueeze(0).to(at::Device(acc.device()));
     const at::Tensor logits = model->forward(tokens).squeeze(0);
     if (acc.is_main_process()) write_npy(g.logits, logits);
   }
   if (g.ids) {
     // The prompt's bytes as ids, the new ids printed as numbers.
-    std::vector<int64_t> prompt(g.prompt.begin(), g.prompt.end());
-    for (int64_t& b : prompt) b &= 0xff;
     std::string line;
-    for (int64_t id : generate_tokens(*model, prompt, g.options)) line += (line.empty() ? "" : " ") + std::to_string(id);
+    for (int64_t id : generate_tokens(*model, prompt_bytes(g.prompt), g.options)) line += (line.empty() ? "" : " ") + std::to_string(id);
     if (acc.is_main_process()) std::cout << line << std::endl;
     return 0;
   }

@@ -79,7 +79,10 @@ class Accelerator {
                std::shared_ptr<torch::optim::Optimizer> optimizer);
 
   /// A loader of `dataset` whose sampler gives this rank its disjoint share:
-  /// `batch_size` samples per rank per micro-step, delivered on device().
+  /// `batch_size` samples per rank per micro-step (with [train] split_batches,
+  /// `batch_size` is the global batch, divided by the world size), delivered
+  /// on device() with the [train] loader options (num_workers, prefetch_factor,
+  /// pin_memory, non_blocking).
   DistributedLoader make_loader(std::shared_ptr<const Dataset> dataset, int64_t batch_size,
                                 bool shuffle = true) const;
 

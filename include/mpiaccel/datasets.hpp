@@ -101,6 +101,11 @@ class Hdf5Dataset : public Dataset {
   bool has_labels() const;
   /// Rows read from the file so far (distinct rows of each get()).
   int64_t rows_read() const;
+  /// Whether get() reads with pread, never waiting for the process's HDF5
+  /// lock: the arrays are contiguous, uncompressed, little-endian standard
+  /// types (h5py's default). Otherwise get() reads by H5Dread under the lock,
+  /// one thread at a time (docs/data_and_models.md, "Loader workers").
+  bool reads_directly() const;
 
  private:
   struct Impl;

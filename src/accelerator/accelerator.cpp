@@ -78,10 +78,24 @@ AutocastGuard Accelerator::autocast() const { return AutocastGuard(device(), pre
 
 DistributedLoader Accelerator::make_loader(std::shared_ptr<const Dataset> dataset,
                                            int64_t batch_size, bool shuffle) const {
+  const TrainConfig& train = config_.train;
+  if (train.split_batches) {
+    MPIACCEL_CHECK(batch_size % world_size() == 0,
+                   "[train] split_batches: batch_size " + std::to_string(batch_size) +
+                       " is the global batch and does not divide by the " +
+                       std::to_string(world_size()) + " ranks; set batch_size to a multiple of " +
+                       std::to_string(world_size()) + " or split_batches = false");
+    batch_size /= world_size();
+  }
   DistributedSampler sampler(dataset->size(), comm_->rank(), comm_->size(),
                              static_cast<uint64_t>(config_.distributed.seed), shuffle,
-                             config_.train.drop_last);
-  return DistributedLoader(std::move(dataset), std::move(sampler), batch_size, device());
+                             train.drop_last);
+  LoaderOptions options;
+  options.num_workers = train.num_workers;
+  options.prefetch_factor = train.prefetch_factor;
+  options.pin_memory = train.pin_memory;
+  options.non_blocking = train.non_blocking;
+  return DistributedLoader(std::move(dataset), std::move(sampler), batch_size, device(), options);
 }
 
 Accelerator::AccumulateGuard Accelerator::accumulate() {

@@ -270,6 +270,7 @@ CheckpointMeta meta_of(const CheckpointInfo& info) {
 
 CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::string& path_or_dir,
                                ShardedStateDict& targets) {
+  const Hdf5Lock hdf5(hdf5_mutex());  // the whole save/load: see h5_handle.hpp
   silence_hdf5_errors();
   CollectivePhases phases(comm);
   LoadManifest m = broadcast_manifest(comm, path_or_dir);

@@ -44,6 +44,7 @@
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/log.hpp"
 #include "runtime/check_hdf5.hpp"
+#include "runtime/h5_handle.hpp"
 #include "core/dtype_names.hpp"
 
 namespace mpiaccel::detail {
@@ -209,6 +210,7 @@ void commit_and_prune(const std::string& dir, int64_t step, int64_t keep_last) {
 std::string save_checkpoint(MPI_Comm world, Communicator& comm, const std::string& dir,
                             int64_t keep_last, const ShardedStateDict& state, int64_t step,
                             const CheckpointMeta& meta) {
+  const Hdf5Lock hdf5(hdf5_mutex());  // the whole save/load: see h5_handle.hpp
   silence_hdf5_errors();
   check_world(world, comm, step);
   const bool rank0 = comm.rank() == 0;

@@ -270,21 +270,24 @@ void apply_batch_arithmetic(ResolvedConfig& resolved, int64_t world_size) {
   const int64_t total = resolved.train_batch_size;
   if (total == 0) return;
   TrainConfig& train = resolved.config.train;
+  // With split_batches, train.batch_size is already the global micro batch.
+  const int64_t ranks = train.split_batches ? 1 : world_size;
+  const std::string ranks_text =
+      train.split_batches ? "1 (split_batches)" : std::to_string(world_size) + " ranks";
   const bool micro_set = was_set(resolved, "train.batch_size");
   const bool accum_set = was_set(resolved, "train.grad_accum_steps");
   // DeepSpeed derives what no file gives; neither given: accumulation 1.
   if (!micro_set && !accum_set) train.grad_accum_steps = 1;
-  if (!micro_set) train.batch_size = share(total, train.grad_accum_steps, world_size);
-  if (micro_set && !accum_set) train.grad_accum_steps = share(total, train.batch_size, world_size);
+  if (!micro_set) train.batch_size = share(total, train.grad_accum_steps, ranks);
+  if (micro_set && !accum_set) train.grad_accum_steps = share(total, train.batch_size, ranks);
   int64_t product = 0;
   const bool overflow = __builtin_mul_overflow(train.batch_size, train.grad_accum_steps, &product) ||
-                        __builtin_mul_overflow(product, world_size, &product);
+                        __builtin_mul_overflow(product, ranks, &product);
   if (!overflow && product == total) return;
   const std::string made = overflow ? "more than 2^63" : std::to_string(product);
   throw ConfigError(resolved.train_batch_size_origin + ": train_batch_size = " + std::to_string(total) +
                         ", but train.batch_size " + std::to_string(train.batch_size) + " × train.grad_accum_steps " +
-                        std::to_string(train.grad_accum_steps) + " × " + std::to_string(world_size) +
-                        " ranks = " + made + "; accepted: " + made +
+                        std::to_string(train.grad_accum_steps) + " × " + ranks_text + " = " + made + "; accepted: " + made +
                         ", \"auto\", or a micro batch and accumulation that multiply to it",
                     __FILE__, __LINE__);
 }

@@ -132,7 +132,10 @@ std::vector<KeySpec> build_schema() {
             "hdf5: the inputs, shape [N, ...], read as float32; a sample is one row")
       .text(MPIACCEL_KEY(T, hdf5_labels), true, "an HDF5 dataset path; empty = none",
             "hdf5: integer labels [N] read as int64; none: the target is the input")
-      .integer(MPIACCEL_KEY(T, batch_size), at_least(1), "samples per rank per micro-step")
+      .integer(MPIACCEL_KEY(T, batch_size), at_least(1),
+               "samples per rank per micro-step (with split_batches: of all ranks together)")
+      .flag(MPIACCEL_KEY(T, split_batches),
+            "batch_size is the global batch, divided by the world size (Accelerate's split_batches)")
       .integer(MPIACCEL_KEY(T, grad_accum_steps), at_least(1), "micro-steps per optimizer step")
       .integer(MPIACCEL_KEY(T, max_steps), at_least(1), "optimizer steps of the run")
       .integer(MPIACCEL_KEY(T, eval_every), at_least(0), "steps between evaluations; 0 = at the end only")
@@ -142,6 +145,12 @@ std::vector<KeySpec> build_schema() {
       .real(MPIACCEL_KEY(T, val_fraction), below_one(), "share of the data held out for evaluation")
       .flag(MPIACCEL_KEY(T, drop_last), "drop the last incomplete batch of an epoch")
       .integer(MPIACCEL_KEY(T, num_threads), at_least(1), "torch intra-op threads per rank")
+      .integer(MPIACCEL_KEY(T, num_workers), at_least(0),
+               "loader threads fetching the next batches during the step; 0 = the training thread")
+      .integer(MPIACCEL_KEY(T, prefetch_factor), at_least(1), "batches each loader worker keeps ready")
+      .flag(MPIACCEL_KEY(T, pin_memory), "page-locked host batches when the device is a GPU")
+      .flag(MPIACCEL_KEY(T, non_blocking),
+            "GPU: copy batches on a side stream ordered by an event; false = a synchronous copy")
       .integer(MPIACCEL_KEY(T, sample_tokens), at_least(0),
                "tokens generated at the end of a GPT or Llama run; 0 = none");
 

@@ -167,10 +167,6 @@ void file_or_section(Translator& t, const SourceLeaf& leaf) {
                  "it is), or the object inline");
 }
 
-void not_yet(Translator& t, const SourceLeaf& leaf, const std::string& what) {
-  t.refuse(leaf, what + " is not in mpiaccel yet; accepted: the Trainer's default");
-}
-
 std::vector<KeyRule> optimizer_rules() {
   return {
       {"output_dir", "mapped", "checkpoint.dir", to_text("checkpoint.dir")},
@@ -257,19 +253,22 @@ std::vector<KeyRule> distribution_rules() {
        "shard_grad_op: fsdp.reshard_after_forward true, false; offload: fsdp.cpu_offload", fsdp},
       {"fsdp_config", "mapped", "an object: the Trainer fsdp_config rows", file_or_section},
       {"deepspeed", "mapped", "an object: the DeepSpeed rows", file_or_section},
-      {"dataloader_num_workers", "refused", "loader worker threads are not in mpiaccel yet", {}, {}},
-      {"dataloader_prefetch_factor", "refused", "loader worker threads are not in mpiaccel yet", {}, {}},
-      {"dataloader_persistent_workers", "refused", "loader worker threads are not in mpiaccel yet", {}, {}},
-      {"dataloader_pin_memory", "moot", "the loader assembles batches in ordinary host memory"},
-      {"accelerator_config.non_blocking", "mapped", "false only: batches are copied to the device synchronously",
+      {"dataloader_num_workers", "mapped", "train.num_workers (threads, not processes)",
+       to_integer("train.num_workers")},
+      {"dataloader_prefetch_factor", "mapped", "train.prefetch_factor (null: its default, 2)",
        [](Translator& t, const SourceLeaf& l) {
-         if (t.boolean(l)) not_yet(t, l, "an asynchronous (non_blocking) batch copy");
-         t.moot(l, "batches are copied synchronously");
+         if (l.value.is_null()) return t.moot(l, "null: train.prefetch_factor keeps its default, 2");
+         to_integer("train.prefetch_factor")(t, l);
        }},
-      {"accelerator_config.split_batches", "refused",
-       "train.batch_size is per rank, as without split_batches; accepted: false", {}, {"false"}},
+      {"dataloader_persistent_workers", "moot", "the loader's worker threads live as long as the loader"},
+      {"dataloader_pin_memory", "mapped", "train.pin_memory", to_flag("train.pin_memory")},
+      {"accelerator_config.non_blocking", "mapped", "train.non_blocking", to_flag("train.non_blocking")},
+      {"accelerator_config.split_batches", "mapped", "train.split_batches", to_flag("train.split_batches")},
       {"accelerator_config.even_batches", "refused",
-       "every rank gets the same number of batches (drop_last or wrap-around); accepted: true", {}, {"true"}},
+       "every rank always gets the same number of batches (drop_last, or wrap-around padding as "
+       "even_batches does); false would leave ranks with unequal step counts, which the step's "
+       "collectives cannot survive; accepted: true",
+       {}, {"true"}},
       {"accelerator_config.use_seedable_sampler", "moot", "the sampler is always seeded (distributed.seed)"},
       {"local_rank", "moot", "MPI gives each rank its number"},
       {"run_name", "moot", "the run is its metrics file and checkpoint directory"},

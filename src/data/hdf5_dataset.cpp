@@ -1,7 +1,12 @@
 // Rows of HDF5 arrays as samples. Every rank opens the file on its own
 // (H5Fopen with the default, serial file access: independent I/O, no MPI
-// communicator involved) and reads only the rows of its batches, by hyperslab.
-// Nothing is read on open beyond the datasets' metadata.
+// communicator involved) and reads only the rows of its batches. Nothing is
+// read on open beyond the datasets' metadata.
+//
+// get() runs on loader worker threads and beside a background checkpoint
+// save. A contiguous array is read with pread (hdf5_direct.hpp) and never
+// waits; any other layout is read by hyperslab with H5Dread under the
+// process's HDF5 lock, as are the open and the close.
 
 #include <ATen/ATen.h>
 #include <hdf5.h>
@@ -9,18 +14,25 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "mpiaccel/datasets.hpp"
+#include "data/hdf5_direct.hpp"
 #include "mpiaccel/error.hpp"
 #include "runtime/h5_handle.hpp"
 
 namespace mpiaccel {
 namespace {
 
+using detail::DirectFile;
+using detail::DirectLayout;
 using detail::H5Id;
+using detail::Hdf5Lock;
+using detail::direct_layout;
+using detail::hdf5_mutex;
 
 // The innermost message of HDF5's error stack: what the library itself says.
 herr_t innermost(unsigned, const H5E_error2_t* error, void* out) {
@@ -35,11 +47,13 @@ std::string hdf5_reason() {
   return reason.empty() ? "HDF5 error" : reason;
 }
 
-// One HDF5 dataset of the file: its handle and shape.
+// One HDF5 dataset of the file: its handle and shape, and where its rows lie
+// when they can be read directly.
 struct Array {
   H5Id dataset;
   std::vector<hsize_t> dims;
   std::string path;
+  std::optional<DirectLayout> direct;
 };
 
 Array open_array(hid_t file, const std::string& file_path, const std::string& path,
@@ -69,12 +83,14 @@ Array open_array(hid_t file, const std::string& file_path, const std::string& pa
                                 " is a scalar; it must have the samples on dim 0, shape [N, ...]");
   out.dims.resize(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), out.dims.data(), nullptr);
+  out.direct = direct_layout(out.dataset.get(), out.dims);
   return out;
 }
 
 // Reads the file rows `rows` (sorted, distinct) of `array` into `out`, one
 // row after another, converting to `memory_type`. One H5Dread for the batch:
-// runs of consecutive rows become one hyperslab each, OR-ed together.
+// runs of consecutive rows become one hyperslab each, OR-ed together. Call
+// under the HDF5 lock.
 void read_rows(const Array& array, const std::string& file_path, const std::vector<hsize_t>& rows,
                hid_t memory_type, void* out) {
   if (rows.empty()) return;
@@ -103,10 +119,28 @@ void read_rows(const Array& array, const std::string& file_path, const std::vect
                  "cannot read HDF5 " + file_path + ":" + array.path + ": " + hdf5_reason());
 }
 
+// The rows `rows` (sorted, distinct) of `array` as `want` (kFloat inputs,
+// kLong labels): directly when its layout allows, else by H5Dread under the
+// HDF5 lock. Both convert alike (a C cast per element).
+at::Tensor read_array(const DirectFile* direct_file, const std::string& file_path, const Array& array,
+                      const std::vector<hsize_t>& rows, at::ScalarType want) {
+  std::vector<int64_t> shape(array.dims.begin(), array.dims.end());
+  if (array.direct) {
+    const std::vector<int64_t> sample(shape.begin() + 1, shape.end());
+    return direct_file->read_rows(*array.direct, rows, sample, array.path).to(want);
+  }
+  shape[0] = static_cast<int64_t>(rows.size());
+  at::Tensor out = at::empty(shape, want);
+  const Hdf5Lock hdf5(hdf5_mutex());
+  read_rows(array, file_path, rows, want == at::kFloat ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64, out.data_ptr());
+  return out;
+}
+
 }  // namespace
 
 struct Hdf5Dataset::Impl {
   std::string path;
+  std::unique_ptr<DirectFile> direct_file;  // when an array is read directly
   H5Id file;
   Array inputs;
   Array labels;  // dataset invalid when there are none
@@ -118,6 +152,7 @@ struct Hdf5Dataset::Impl {
 Hdf5Dataset::Hdf5Dataset(const std::string& path, const std::string& inputs_path,
                          const std::string& labels_path, int64_t first_row, int64_t rows)
     : impl_(std::make_unique<Impl>()) {
+  const Hdf5Lock hdf5(hdf5_mutex());
   Impl& s = *impl_;
   s.path = path;
   H5E_BEGIN_TRY { s.file = H5Id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)); }
@@ -142,14 +177,21 @@ Hdf5Dataset::Hdf5Dataset(const std::string& path, const std::string& inputs_path
                      " rows; change [train] val_fraction or add data");
   s.first_row = first_row;
   s.rows = rows;
+  if (s.inputs.direct || s.labels.direct) s.direct_file = std::make_unique<DirectFile>(path);
 }
 
-Hdf5Dataset::~Hdf5Dataset() = default;
+Hdf5Dataset::~Hdf5Dataset() {
+  const Hdf5Lock hdf5(hdf5_mutex());  // the handles close under it
+  impl_.reset();
+}
 
 int64_t Hdf5Dataset::size() const { return impl_->rows; }
 int64_t Hdf5Dataset::file_rows() const { return static_cast<int64_t>(impl_->inputs.dims[0]); }
 bool Hdf5Dataset::has_labels() const { return impl_->labels.dataset.valid(); }
 int64_t Hdf5Dataset::rows_read() const { return impl_->rows_read.load(); }
+bool Hdf5Dataset::reads_directly() const {
+  return impl_->inputs.direct && (!impl_->labels.dataset.valid() || impl_->labels.direct);
+}
 
 std::vector<int64_t> Hdf5Dataset::sample_shape() const {
   return std::vector<int64_t>(impl_->inputs.dims.begin() + 1, impl_->inputs.dims.end());
@@ -177,20 +219,13 @@ Batch Hdf5Dataset::get(const std::vector<int64_t>& indices) const {
   const auto distinct = static_cast<int64_t>(rows.size());
   const at::Tensor where = at::tensor(place, at::kLong);
 
-  std::vector<int64_t> input_shape(s.inputs.dims.begin(), s.inputs.dims.end());
-  input_shape[0] = distinct;
-  at::Tensor inputs = at::empty(input_shape, at::kFloat);
-  read_rows(s.inputs, s.path, rows, H5T_NATIVE_FLOAT, inputs.data_ptr<float>());
   Batch out;
+  const at::Tensor inputs = read_array(s.direct_file.get(), s.path, s.inputs, rows, at::kFloat);
   out.input = distinct == static_cast<int64_t>(indices.size()) && std::is_sorted(place.begin(), place.end())
                   ? inputs
                   : inputs.index_select(0, where);
   if (s.labels.dataset.valid()) {
-    std::vector<int64_t> label_shape(s.labels.dims.begin(), s.labels.dims.end());
-    label_shape[0] = distinct;
-    at::Tensor labels = at::empty(label_shape, at::kLong);
-    read_rows(s.labels, s.path, rows, H5T_NATIVE_INT64, labels.data_ptr<int64_t>());
-    out.target = labels.index_select(0, where);
+    out.target = read_array(s.direct_file.get(), s.path, s.labels, rows, at::kLong).index_select(0, where);
   } else {
     out.target = out.input;  // reconstruction: the target is the input
   }

@@ -1,33 +1,28 @@
-// DistributedLoader: the sampler's indices, a batch at a time, across epochs.
+// DistributedLoader: the sampler's indices, a batch at a time, across epochs;
+// fetched by the calling thread or ahead of it by worker threads
+// (batch_prefetcher.hpp), then copied to the device (batch_transfer.hpp).
 
 #include <ATen/ATen.h>
 
 #include <string>
 #include <utility>
 
-#include "mpiaccel/loader.hpp"
+#include "data/batch_prefetcher.hpp"
+#include "data/batch_transfer.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/loader.hpp"
+#include "runtime/device_streams.hpp"
 
 namespace mpiaccel {
 
-namespace {
-
-// A host tensor on `device`: through pinned memory, so the copy is queued on
-// the current stream and the host goes on.
-at::Tensor on_device(const at::Tensor& t, const at::Device& device) {
-  if (!t.defined() || t.device() == device) return t;
-  return t.pin_memory().to(device, /*non_blocking=*/true);
-}
-
-}  // namespace
-
 DistributedLoader::DistributedLoader(std::shared_ptr<const Dataset> dataset,
                                      DistributedSampler sampler, int64_t batch_size,
-                                     std::string device)
+                                     std::string device, LoaderOptions options)
     : dataset_(std::move(dataset)),
       sampler_(std::move(sampler)),
       batch_size_(batch_size),
-      device_(std::move(device)) {
+      device_(std::move(device)),
+      options_(options) {
   MPIACCEL_CHECK(dataset_ != nullptr, "DistributedLoader: no dataset");
   MPIACCEL_CHECK(batch_size_ >= 1, "DistributedLoader: batch_size must be at least 1, not " +
                                        std::to_string(batch_size_));
@@ -41,6 +36,21 @@ DistributedLoader::DistributedLoader(std::shared_ptr<const Dataset> dataset,
                      " samples gives each of " + std::to_string(sampler_.world_size()) +
                      " ranks fewer samples per epoch than one batch of " +
                      std::to_string(batch_size_) + "; use a smaller batch_size or fewer ranks");
+  MPIACCEL_CHECK(options_.num_workers >= 0 && options_.prefetch_factor >= 1,
+                 "DistributedLoader: num_workers " + std::to_string(options_.num_workers) +
+                     " and prefetch_factor " + std::to_string(options_.prefetch_factor) +
+                     " must be at least 0 and 1; set [train] num_workers and prefetch_factor");
+  delivered_ = {sampler_.epoch(), sampler_.start()};
+  if (options_.num_workers > 0)
+    workers_ = std::make_unique<detail::BatchPrefetcher>(dataset_, options_.num_workers, pins());
+}
+
+DistributedLoader::~DistributedLoader() = default;
+DistributedLoader::DistributedLoader(DistributedLoader&&) noexcept = default;
+DistributedLoader& DistributedLoader::operator=(DistributedLoader&&) noexcept = default;
+
+bool DistributedLoader::pins() const {
+  return options_.pin_memory && device_ != "cpu" && detail::has_streams(at::Device(device_));
 }
 
 int64_t DistributedLoader::batches_per_epoch() const {
@@ -50,43 +60,66 @@ int64_t DistributedLoader::batches_per_epoch() const {
   return sampler_.drop_last() ? per_rank / batch_size_ : (per_rank + batch_size_ - 1) / batch_size_;
 }
 
-void DistributedLoader::advance_if_done() {
-  const int64_t left = sampler_.num_samples() - cursor_;
-  if (left >= batch_size_ || (left > 0 && !sampler_.drop_last())) return;
-  // A restored position can leave nothing (or a dropped tail) of its epoch;
-  // the next epoch from its start always has a batch (checked at construction).
-  sampler_.set_epoch(sampler_.epoch() + 1, 0);
-  cursor_ = 0;
+DistributedLoader::Planned DistributedLoader::plan_next() {
+  int64_t left = sampler_.num_samples() - cursor_;
+  if (left < batch_size_ && (left == 0 || sampler_.drop_last())) {
+    // A restored position can leave nothing (or a dropped tail) of its epoch;
+    // the next epoch from its start always has a batch (checked at construction).
+    sampler_.set_epoch(sampler_.epoch() + 1, 0);
+    cursor_ = 0;
+    left = sampler_.num_samples();
+  }
+  Planned batch;
+  const int64_t count = std::min(batch_size_, left);
+  batch.indices.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) batch.indices.push_back(sampler_.index(cursor_ + i));
+  cursor_ += count;
+  batch.after = {sampler_.epoch(), sampler_.start() + cursor_ * sampler_.world_size()};
+  return batch;
+}
+
+void DistributedLoader::fill_workers() {
+  const int64_t depth = options_.num_workers * options_.prefetch_factor;
+  while (static_cast<int64_t>(planned_.size()) < depth) {
+    planned_.push_back(plan_next());
+    workers_->submit(planned_.back().indices);
+  }
 }
 
 std::vector<int64_t> DistributedLoader::next_indices() {
-  advance_if_done();
-  const int64_t count = std::min(batch_size_, sampler_.num_samples() - cursor_);
-  std::vector<int64_t> indices;
-  indices.reserve(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) indices.push_back(sampler_.index(cursor_ + i));
-  return indices;
+  if (workers_) fill_workers();
+  if (planned_.empty()) planned_.push_back(plan_next());
+  return planned_.front().indices;
 }
 
 Batch DistributedLoader::next() {
-  std::vector<int64_t> indices = next_indices();
-  cursor_ += static_cast<int64_t>(indices.size());
-  Batch batch = dataset_->get(indices);
+  Batch batch;
+  if (workers_) {
+    fill_workers();
+    batch = workers_->take();
+  } else {
+    if (planned_.empty()) planned_.push_back(plan_next());
+    batch = dataset_->get(planned_.front().indices);
+    if (pins()) batch = detail::pinned(batch);
+  }
+  delivered_ = planned_.front().after;
+  planned_.pop_front();
+  if (workers_) fill_workers();  // the workers fetch while the step runs
   if (device_ == "cpu") return batch;
-  const at::Device device(device_);
-  return {on_device(batch.input, device), on_device(batch.target, device)};
+  return detail::to_device(batch, at::Device(device_), options_.non_blocking);
 }
 
-LoaderState DistributedLoader::state() const {
-  return {sampler_.epoch(), sampler_.start() + cursor_ * sampler_.world_size()};
-}
+LoaderState DistributedLoader::state() const { return delivered_; }
 
 void DistributedLoader::restore(const LoaderState& state) {
   MPIACCEL_CHECK(state.epoch >= 0 && state.position >= 0,
                  "DistributedLoader::restore: invalid state (epoch " + std::to_string(state.epoch) +
                      ", position " + std::to_string(state.position) + ")");
+  if (workers_) workers_->clear();
+  planned_.clear();
   sampler_.set_epoch(state.epoch, state.position);
   cursor_ = 0;
+  delivered_ = state;
 }
 
 }  // namespace mpiaccel

@@ -107,7 +107,9 @@ std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size) {
   settings.world_size = world_size;
   settings.optimizer_slots = optimizer_slots(config.optimizer);
   settings.gradient_as_bucket_view = config.ddp.gradient_as_bucket_view;
-  settings.batch_size = config.train.batch_size;
+  settings.batch_size = config.train.split_batches  // the global batch, split
+                            ? std::max<int64_t>(1, config.train.batch_size / world_size)
+                            : config.train.batch_size;
   settings.activation_checkpointing = config.fsdp.activation_checkpointing;
   settings.reshard_after_forward =
       config.fsdp.reshard_after_forward && config.fsdp.sharding_strategy != "SHARD_GRAD_OP";

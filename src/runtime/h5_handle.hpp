@@ -8,6 +8,7 @@
 
 #include <hdf5.h>
 
+#include <mutex>
 #include <utility>
 
 namespace mpiaccel::detail {
@@ -49,8 +50,18 @@ class H5Id {
 
 /// HDF5's automatic error printing off for the process: our checks report the
 /// error stack in the exception instead. Idempotent. This HDF5 build is not
-/// thread-safe, so the setting is process-wide; every HDF5 call of mpiaccel is
-/// on the caller's thread anyway.
+/// thread-safe, so the setting is process-wide.
 inline void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+/// The one lock every HDF5 call of the process is made under. Debian's
+/// parallel HDF5 is built without its thread-safety option, yet three kinds of
+/// threads reach it: the training thread, the background checkpoint writer
+/// (async saves) and the loader's workers (an HDF5 dataset's rows). A save or
+/// load holds it for its whole length, collectives included: a thread waiting
+/// for it never holds anything another rank waits for (docs/design.md,
+/// "Threads"). HDF5 datasets stored contiguously are read with pread instead
+/// and never wait (src/data/hdf5_dataset.cpp).
+std::mutex& hdf5_mutex();
+using Hdf5Lock = std::lock_guard<std::mutex>;
 
 }  // namespace mpiaccel::detail

@@ -53,7 +53,9 @@ def main(out):
         "zero_stage": 2, "offload_optimizer_device": "cpu", "offload_param_device": "none",
         "gradient_accumulation_steps": 1, "gradient_clipping": 1.0, "zero3_init_flag": False})
     training_arguments(os.path.join(out, "args_ddp.json"), ddp_backend="gloo", ddp_find_unused_parameters=False,
-                       ddp_bucket_cap_mb=4, dataloader_pin_memory=True)
+                       ddp_bucket_cap_mb=4, dataloader_pin_memory=True,
+                       dataloader_num_workers=2, dataloader_prefetch_factor=3,
+                       dataloader_persistent_workers=True, accelerator_config={"non_blocking": True})
     training_arguments(os.path.join(out, "args_fsdp.json"), fsdp="full_shard auto_wrap",
                        fsdp_config={"transformer_layer_cls_to_wrap": ["DecoderLayer"], "reshard_after_forward": True})
     training_arguments(os.path.join(out, "args_deepspeed.json"), deepspeed={

@@ -5,9 +5,13 @@
                                            must take or refuse, and a 40 GB
                                            (logical) dataset that only a
                                            hyperslab reader can use
-  write_hdf5_arrays.py fashion OUT.h5 N    the first N Fashion-MNIST training
+  write_hdf5_arrays.py fashion OUT.h5 N [LAYOUT]
+                                           the first N Fashion-MNIST training
                                            images (normalised float32
-                                           [N, 1, 28, 28]) and labels (int64)
+                                           [N, 1, 28, 28]) and labels (int64);
+                                           LAYOUT chunked (64 images a chunk,
+                                           the default) or contiguous (h5py's
+                                           default)
 """
 import gzip
 import sys
@@ -22,6 +26,12 @@ def fixture(path):
         # float64 on disk: the reader converts to float32. Value = row*100 + k.
         f["inputs"] = rows * 100 + np.arange(6, dtype=np.float64).reshape(1, 2, 3)
         f["labels"] = np.arange(10, dtype=np.int32) * 3  # int32 on disk, int64 read
+        # The same values in layouts the direct (pread) reader leaves to
+        # HDF5: chunked, big-endian, unsigned 16-bit.
+        f.create_dataset("inputs_chunked", data=f["inputs"][()], chunks=(3, 2, 3))
+        f["inputs_big_endian"] = f["inputs"][()].astype(">f8")
+        f.create_dataset("labels_chunked", data=f["labels"][()], chunks=(4,))
+        f["labels_uint16"] = f["labels"][()].astype(np.uint16)
         g = f.create_group("group")
         g["pixels"] = np.arange(40, dtype=np.uint8).reshape(10, 4)  # uint8 -> float32
         f["names"] = np.array([b"a"] * 10, dtype="S1")  # not numeric
@@ -45,13 +55,13 @@ def read_idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * len(dims)).reshape(dims)
 
 
-def fashion(path, n):
+def fashion(path, n, layout="chunked"):
     root = "/usr/share/datasets/fashion-mnist/"
     images = read_idx(root + "train-images-idx3-ubyte.gz")[:n]
     labels = read_idx(root + "train-labels-idx1-ubyte.gz")[:n]
     x = ((images.astype(np.float32) / 255 - 0.2860) / 0.3530).reshape(n, 1, 28, 28)
     with h5py.File(path, "w") as f:
-        f.create_dataset("inputs", data=x, chunks=(64, 1, 28, 28))
+        f.create_dataset("inputs", data=x, chunks=(64, 1, 28, 28) if layout == "chunked" else None)
         f["labels"] = labels.astype(np.int64)
 
 
@@ -59,6 +69,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "fixture":
         fixture(sys.argv[2])
     elif sys.argv[1] == "fashion":
-        fashion(sys.argv[2], int(sys.argv[3]))
+        fashion(sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])
     else:
-        sys.exit("usage: write_hdf5_arrays.py fixture OUT | fashion OUT N")
+        sys.exit("usage: write_hdf5_arrays.py fixture OUT | fashion OUT N [chunked|contiguous]")

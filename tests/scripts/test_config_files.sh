@@ -98,7 +98,7 @@ train accelerate_zero2.ini 2 zero2.ini model.ini
 same_losses accelerate_zero2 accelerate_zero2.ini
 
 # TrainingArguments JSON, as transformers writes it.
-printf '[distributed]\nstrategy = ddp\n[ddp]\nbucket_cap_mb = 4\n' > args_ddp.ini
+printf '[distributed]\nstrategy = ddp\n[ddp]\nbucket_cap_mb = 4\n[train]\nnum_workers = 2\nprefetch_factor = 3\nnon_blocking = true\n' > args_ddp.ini
 train args_ddp 2 args_ddp.json model.ini
 train args_ddp.ini 2 args.ini args_ddp.ini model.ini
 same_losses args_ddp args_ddp.ini

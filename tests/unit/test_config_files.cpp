@@ -277,8 +277,20 @@ BOOST_AUTO_TEST_CASE(training_arguments_refuse_what_they_cannot_honour) {
   BOOST_TEST(error_of({{"args.json", "{\"output_dir\": \"o\", \"not_a_field\": 1}"}}) ==
              "args.json:1: not_a_field = 1: not a TrainingArguments field of the transformers mpiaccel knows "
              "(5.17)");
-  BOOST_TEST(error_of({{"args.json", "{\"output_dir\": \"o\",\n\"accelerator_config\": {\"non_blocking\": true}}"}})
-                 .find("args.json:2: accelerator_config.non_blocking = true: an asynchronous") == 0);
+  BOOST_TEST(error_of({{"args.json", "{\"output_dir\": \"o\",\n\"accelerator_config\": {\"even_batches\": false}}"}})
+                 .find("args.json:2: accelerator_config.even_batches = false: every rank always gets") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(training_arguments_loader_keys) {
+  const auto resolved = resolve_config({{"args.json", R"({"output_dir": "o", "dataloader_num_workers": 2,
+"dataloader_prefetch_factor": 3, "dataloader_pin_memory": false, "dataloader_persistent_workers": true,
+"accelerator_config": {"non_blocking": true, "split_batches": true, "even_batches": true}})"}});
+  const mpiaccel::TrainConfig& train = resolved.config.train;
+  BOOST_TEST(train.num_workers == 2);
+  BOOST_TEST(train.prefetch_factor == 3);
+  BOOST_TEST(!train.pin_memory);
+  BOOST_TEST(train.non_blocking);
+  BOOST_TEST(train.split_batches);
 }
 
 BOOST_AUTO_TEST_CASE(trainer_fsdp_config_json) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mpiaccel/config.hpp"
@@ -80,6 +81,47 @@ BOOST_AUTO_TEST_CASE(rows_in_request_order_converted_to_float32_and_int64) {
   const mpiaccel::Batch p = pixels.get({1});
   BOOST_TEST(floats(p.input) == (std::vector<float>{4, 5, 6, 7}));
   BOOST_TEST(floats(p.target) == floats(p.input));
+}
+
+// Contiguous little-endian arrays are read with pread; chunked, big-endian
+// and uint16 ones by H5Dread. Both give the same values.
+BOOST_AUTO_TEST_CASE(direct_reads_equal_hdf5_reads) {
+  const Hdf5Dataset direct(fixture().path, "/inputs", "/labels");
+  BOOST_TEST(direct.reads_directly());
+  const std::vector<int64_t> rows{9, 0, 4, 5, 6, 4};
+  const mpiaccel::Batch want = direct.get(rows);
+  for (const auto& [inputs, labels] :
+       std::vector<std::pair<std::string, std::string>>{{"/inputs_chunked", "/labels_chunked"},
+                                                        {"/inputs_big_endian", "/labels_uint16"},
+                                                        {"/inputs", "/labels_uint16"}}) {
+    const Hdf5Dataset other(fixture().path, inputs, labels);
+    BOOST_TEST(!other.reads_directly(), inputs << " " << labels);
+    const mpiaccel::Batch got = other.get(rows);
+    BOOST_TEST(floats(got.input) == floats(want.input), inputs);
+    BOOST_TEST(longs(got.target) == longs(want.target), labels);
+  }
+  BOOST_TEST(Hdf5Dataset(fixture().path, "/group/pixels", "").reads_directly());  // uint8
+  BOOST_TEST(!Hdf5Dataset(fixture().path, "/huge", "").reads_directly());        // chunked
+}
+
+// Loader workers call get() from several threads at once, on both paths.
+BOOST_AUTO_TEST_CASE(threads_read_at_once_on_both_paths) {
+  const Hdf5Dataset direct(fixture().path, "/inputs", "/labels");
+  const Hdf5Dataset locked(fixture().path, "/inputs_chunked", "/labels_chunked");
+  const mpiaccel::Batch want = direct.get({3, 8, 1});
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const Hdf5Dataset& data = t % 2 ? locked : direct;
+      for (int i = 0; i < 200; ++i) {
+        const mpiaccel::Batch got = data.get({3, 8, 1});
+        if (floats(got.input) != floats(want.input) || longs(got.target) != longs(want.target)) ++wrong[t];
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  BOOST_TEST(wrong == std::vector<int>(4, 0), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_split_sees_only_its_rows) {

@@ -7,7 +7,7 @@
                                            hyperslab reader can use
   write_hdf5_arrays.py fashion OUT.h5 N [LAYOUT]
                                            the first N Fashion-MNIST training
-                                           images (normalised float32
+                                           images (repeated past 60,000) (normalised float32
                                            [N, 1, 28, 28]) and labels (int64);
                                            LAYOUT chunked (64 images a chunk,
                                            the default) or contiguous (h5py's
@@ -57,12 +57,20 @@ def read_idx(path):
 
 def fashion(path, n, layout="chunked"):
     root = "/usr/share/datasets/fashion-mnist/"
-    images = read_idx(root + "train-images-idx3-ubyte.gz")[:n]
-    labels = read_idx(root + "train-labels-idx1-ubyte.gz")[:n]
-    x = ((images.astype(np.float32) / 255 - 0.2860) / 0.3530).reshape(n, 1, 28, 28)
+    images = read_idx(root + "train-images-idx3-ubyte.gz")
+    labels = read_idx(root + "train-labels-idx1-ubyte.gz")
+    x = ((images.astype(np.float32) / 255 - 0.2860) / 0.3530).reshape(-1, 1, 28, 28)
+    y = labels.astype(np.int64)
     with h5py.File(path, "w") as f:
-        f.create_dataset("inputs", data=x, chunks=(64, 1, 28, 28) if layout == "chunked" else None)
-        f["labels"] = labels.astype(np.int64)
+        # Past the 60,000 images the set repeats (a larger-than-cache file
+        # for bench/loader), written a copy at a time.
+        inputs = f.create_dataset("inputs", shape=(n, 1, 28, 28), dtype=np.float32,
+                                  chunks=(64, 1, 28, 28) if layout == "chunked" else None)
+        targets = f.create_dataset("labels", shape=(n,), dtype=np.int64)
+        for start in range(0, n, len(x)):
+            count = min(len(x), n - start)
+            inputs[start:start + count] = x[:count]
+            targets[start:start + count] = y[:count]
 
 
 if __name__ == "__main__":

@@ -29,19 +29,26 @@ struct CheckpointReader::Impl {
   }
 };
 
+// Every HDF5 call under the process's lock: a user's program may read a
+// checkpoint while a background save runs (runtime/h5_handle.hpp).
 CheckpointReader::CheckpointReader(const std::string& path_or_dir) : impl_(new Impl) {
+  const detail::Hdf5Lock hdf5(detail::hdf5_mutex());
   detail::silence_hdf5_errors();
   const std::string path = detail::resolve_checkpoint(path_or_dir);
   impl_->file = detail::open_checkpoint_file_serial(path);
   impl_->info = detail::read_manifest(impl_->file, path);
 }
 
-CheckpointReader::~CheckpointReader() = default;
+CheckpointReader::~CheckpointReader() {
+  const detail::Hdf5Lock hdf5(detail::hdf5_mutex());
+  impl_.reset();
+}
 
 const CheckpointInfo& CheckpointReader::info() const { return impl_->info; }
 
 at::Tensor CheckpointReader::read_rows(const std::string& name, int64_t first_row,
                                        int64_t rows) const {
+  const detail::Hdf5Lock hdf5(detail::hdf5_mutex());
   const TensorInfo& t = impl_->tensor(name);
   int64_t lo = 0, hi = 0;
   detail::covering_shards(t, first_row, rows, &lo, &hi);  // checks the range
@@ -64,6 +71,7 @@ std::vector<std::string> CheckpointReader::verify() const {
   // Shard by shard, in pieces of at most kPiece bytes, so memory stays bounded
   // whatever the shard size.
   constexpr int64_t kPiece = 64 << 20;
+  const detail::Hdf5Lock hdf5(detail::hdf5_mutex());
   std::vector<std::string> problems;
   for (const auto& t : impl_->info.tensors) {
     if (t.bytes == 0) continue;

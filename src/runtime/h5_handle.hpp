@@ -61,7 +61,8 @@ inline void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
 /// for it never holds anything another rank waits for (docs/design.md,
 /// "Threads"). HDF5 datasets stored contiguously are read with pread instead
 /// and never wait (src/data/hdf5_dataset.cpp).
-std::mutex& hdf5_mutex();
-using Hdf5Lock = std::lock_guard<std::mutex>;
+/// Recursive: a locked save or load may call code that locks again.
+std::recursive_mutex& hdf5_mutex();
+using Hdf5Lock = std::lock_guard<std::recursive_mutex>;
 
 }  // namespace mpiaccel::detail

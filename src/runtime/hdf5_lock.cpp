@@ -5,8 +5,8 @@
 
 namespace mpiaccel::detail {
 
-std::mutex& hdf5_mutex() {
-  static std::mutex mutex;
+std::recursive_mutex& hdf5_mutex() {
+  static std::recursive_mutex mutex;
   return mutex;
 }
 

@@ -33,6 +33,7 @@
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/data.hpp"
+#include "mpiaccel/mesh.hpp"
 #include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
 
@@ -62,6 +63,9 @@ class Accelerator {
   Communicator& comm() { return *comm_; }
   std::shared_ptr<Communicator> comm_ptr() { return comm_; }
   Strategy& strategy() { return *strategy_; }
+  /// The job's device mesh ([parallelism]): the strategy runs over its
+  /// data-parallel group, and the loader gives each data-parallel rank its share.
+  Mesh& mesh() { return *mesh_; }
   int rank() const;
   int world_size() const;
   bool is_main_process() const { return rank() == 0; }
@@ -202,6 +206,7 @@ class Accelerator {
   Runtime& runtime_;
   Config config_;
   std::shared_ptr<Communicator> comm_;
+  std::unique_ptr<Mesh> mesh_;
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<Checkpointer> checkpointer_;
   PrecisionPolicy precision_;

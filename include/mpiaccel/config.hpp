@@ -39,6 +39,17 @@ struct DistributedConfig {
   bool allow_gpu_sharing = false;       ///< allow several ranks on one GPU
 };
 
+/// The device mesh (docs/parallelism.md): the ranks as a grid of
+/// dp_replicate × dp_shard, the data-parallel dimensions. Their product is the
+/// world size; one of them may be 0 = auto (the world size divided by the
+/// other). [distributed] strategy says what each dimension does: ddp
+/// replicates over both, fsdp shards over dp_shard and replicates over
+/// dp_replicate (HSDP), zero shards over both.
+struct ParallelismConfig {
+  int64_t dp_replicate_size = 1;  ///< 0 = auto
+  int64_t dp_shard_size = 0;      ///< 0 = auto
+};
+
 struct DdpConfig {
   double bucket_cap_mb = 25;
   bool find_unused_parameters = false;
@@ -184,6 +195,7 @@ class ConfigError : public Error {
 struct Config {
   LaunchConfig launch;
   DistributedConfig distributed;
+  ParallelismConfig parallelism;
   DdpConfig ddp;
   FsdpConfig fsdp;
   ZeroConfig zero;
@@ -236,7 +248,7 @@ std::vector<std::string> split_list(const std::string& text);
 struct ConfigKeyInfo {
   std::string section;
   std::string key;
-  std::string type;       ///< bool | int | float | string | choice | float_pair
+  std::string type;       ///< bool | int | size (>= 1 or auto) | float | string | choice | float_pair
   std::string default_value;
   std::string accepted;   ///< "no|ddp|fsdp|zero", ">= 1", "0..3", "any text"
   std::string help;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "accelerator/accelerator_mesh.hpp"
 #include "mpiaccel/activation_checkpointing.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
@@ -27,7 +28,8 @@ Accelerator::Accelerator(Runtime& runtime, Config config)
   // NCCL, MPI, or MPI with device<->host staging; a device or backend some
   // rank cannot have fails on every rank.
   comm_ = make_world(runtime_, config_.distributed.backend, timeout_of(config_));
-  strategy_ = make_strategy(config_, comm_);
+  mesh_ = detail::make_mesh(config_, runtime_, comm_);
+  strategy_ = make_strategy(detail::strategy_config(config_, mesh_->shape()), mesh_->dp());
   precision_ = PrecisionPolicy::from_config(config_.distributed);
   MPIACCEL_CHECK(!(precision_.needs_grad_scaler() &&
                    (strategy_kind(config_) == StrategyKind::Zero1 ||
@@ -80,14 +82,18 @@ DistributedLoader Accelerator::make_loader(std::shared_ptr<const Dataset> datase
                                            int64_t batch_size, bool shuffle) const {
   const TrainConfig& train = config_.train;
   if (train.split_batches) {
-    MPIACCEL_CHECK(batch_size % world_size() == 0,
+    const int64_t ranks = mesh_->dp()->size();
+    MPIACCEL_CHECK(batch_size % ranks == 0,
                    "[train] split_batches: batch_size " + std::to_string(batch_size) +
-                       " is the global batch and does not divide by the " +
-                       std::to_string(world_size()) + " ranks; set batch_size to a multiple of " +
-                       std::to_string(world_size()) + " or split_batches = false");
-    batch_size /= world_size();
+                       " is the global batch and does not divide by the " + std::to_string(ranks) +
+                       " ranks; set batch_size to a multiple of " + std::to_string(ranks) +
+                       " or split_batches = false");
+    batch_size /= ranks;
   }
-  DistributedSampler sampler(dataset->size(), comm_->rank(), comm_->size(),
+  // Every rank of a data-parallel group's peers (later: its tp ranks)
+  // reads the same samples: the sampler splits over the dp group only.
+  const std::shared_ptr<Communicator> dp = mesh_->dp();
+  DistributedSampler sampler(dataset->size(), dp->rank(), dp->size(),
                              static_cast<uint64_t>(config_.distributed.seed), shuffle,
                              train.drop_last);
   LoaderOptions options;

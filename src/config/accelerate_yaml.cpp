@@ -73,23 +73,22 @@ void hostfile(Translator& t, const SourceLeaf& leaf) {
   t.set(leaf, "launch.mpirun_args", "--hostfile " + t.text(leaf));
 }
 
-// dp_replicate × dp_shard: HSDP, with groups of dp_shard ranks.
+// dp_replicate × dp_shard: the mesh's data-parallel dimensions ([parallelism];
+// under fsdp, replicas of shard groups are HSDP).
 void dp_replicate(Translator& t, const SourceLeaf& leaf) {
+  if (leaf.value.is_null()) return t.moot(leaf, "null: one replica");
   const int64_t replicas = t.integer(leaf);
-  if (replicas <= 1) return t.moot(leaf, "one replica: plain sharding over every rank");
   const SourceLeaf* shard = t.find("parallelism_config.parallelism_config_dp_shard_size");
-  if (shard == nullptr || t.integer(*shard) <= 1) {
-    t.refuse(leaf, "replicas without sharding are plain DDP; accepted: dp_shard_size > 1 with it "
-                   "(HSDP), or distributed_type: MULTI_GPU");
+  if (replicas > 1 && (shard == nullptr || shard->value.is_null() || t.integer(*shard) <= 1)) {
+    t.refuse(leaf, "replicas without sharding are plain DDP (Accelerate refuses them too); accepted: "
+                   "dp_shard_size > 1 with it (HSDP), or distributed_type: MULTI_GPU");
   }
-  t.set(leaf, "fsdp.sharding_strategy", "HYBRID_SHARD");
-  t.set(*shard, "fsdp.hybrid_group_size", std::to_string(t.integer(*shard)));
+  t.set(leaf, "parallelism.dp_replicate_size", std::to_string(replicas));
 }
 
 void dp_shard(Translator& t, const SourceLeaf& leaf) {
-  const SourceLeaf* replicate = t.find("parallelism_config.parallelism_config_dp_replicate_size");
-  if (replicate != nullptr && t.integer(*replicate) > 1) return;  // set with the replicas
-  t.moot(leaf, "shards over every rank (FULL_SHARD); the world size is the number of ranks");
+  if (leaf.value.is_null()) return t.moot(leaf, "null: the ranks the other sizes leave (auto)");
+  t.set(leaf, "parallelism.dp_shard_size", std::to_string(t.integer(leaf)));
 }
 
 KeyRule refused_unless_one(const std::string& key, const std::string& feature) {
@@ -213,9 +212,9 @@ std::vector<KeyRule> parallelism_rules() {
   const std::string P = "parallelism_config.parallelism_config_";
   return {
       // ParallelismConfig (accelerate >= 1.10)
-      {P + "dp_replicate_size", "mapped", "> 1 with dp_shard_size: fsdp.sharding_strategy = HYBRID_SHARD",
+      {P + "dp_replicate_size", "mapped", "parallelism.dp_replicate_size (> 1 needs dp_shard_size > 1)",
        dp_replicate},
-      {P + "dp_shard_size", "mapped", "with dp_replicate_size > 1: fsdp.hybrid_group_size", dp_shard},
+      {P + "dp_shard_size", "mapped", "parallelism.dp_shard_size", dp_shard},
       refused_unless_one(P + "tp_size", "tensor parallelism"),
       refused_unless_one(P + "cp_size", "context parallelism"),
       refused_unless_one(P + "sp_size", "sequence parallelism"),

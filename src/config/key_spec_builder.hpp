@@ -87,6 +87,26 @@ class SectionRows {
     return *this;
   }
 
+  /// A size >= 1 or "auto" (stored as 0).
+  SectionRows& size_or_auto(const char* key, int64_t S::*m, const char* help) {
+    auto s = section_;
+    add(key, "size", ">= 1|auto", help, {},
+        [=](const Config& c) { return (c.*s).*m == 0 ? std::string("auto") : std::to_string((c.*s).*m); },
+        [=](Config& c, const std::string& text) -> std::string {
+          if (lower(text) == "auto") {
+            (c.*s).*m = 0;
+            return "";
+          }
+          std::string why;
+          auto v = parse_int(text, why);
+          if (!v) return why + "; accepted: a size >= 1 or auto";
+          if (*v < 1) return text + " is out of range; accepted: a size >= 1 or auto";
+          (c.*s).*m = *v;
+          return "";
+        });
+    return *this;
+  }
+
   SectionRows& real(const char* key, double S::*m, FloatRange range, const char* help) {
     auto s = section_;
     add(key, "float", range.text(), help, {},

@@ -50,6 +50,14 @@ std::vector<KeySpec> build_schema() {
               "device of each rank; auto = the local rank's GPU if any, else cpu")
       .flag(MPIACCEL_KEY(D, allow_gpu_sharing), "allow several ranks on one GPU (never with nccl)");
 
+  using Mp = ParallelismConfig;
+  rows_of(rows, "parallelism", &Config::parallelism)
+      .size_or_auto(MPIACCEL_KEY(Mp, dp_replicate_size),
+                    "data-parallel replicas (fsdp: HSDP's replica groups); auto = the world size / dp_shard_size")
+      .size_or_auto(MPIACCEL_KEY(Mp, dp_shard_size),
+                    "ranks of each data-parallel group that shards (fsdp, zero); auto = the world size / "
+                    "dp_replicate_size");
+
   using P = DdpConfig;
   rows_of(rows, "ddp", &Config::ddp)
       .real(MPIACCEL_KEY(P, bucket_cap_mb), positive(), "gradient bucket size in MiB")

@@ -344,6 +344,8 @@ TrainResult Trainer::train() {
     };
 
   Loop loop(*this, step);
+  acc_.print("mesh " + acc_.mesh().shape().describe() + ", strategy " + acc_.strategy().name() +
+             " over its data-parallel ranks");
   acc_.print("training on " + std::to_string(train_data_->size()) + " samples, strategy " +
              acc_.strategy().name() + " on " + std::to_string(acc_.world_size()) + " rank(s) (" +
              acc_.device() + ", " + acc_.comm().backend() + "), global batch " +

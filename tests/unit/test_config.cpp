@@ -75,10 +75,10 @@ BOOST_AUTO_TEST_CASE(schema_covers_every_section_in_order) {
     c.set(k.section + "." + k.key, k.default_value);
     BOOST_TEST((c == Config{}), k.section << "." << k.key);
   }
-  std::vector<std::string> expected = {"launch", "distributed", "ddp", "fsdp", "zero", "optimizer",
+  std::vector<std::string> expected = {"launch", "distributed", "parallelism", "ddp", "fsdp", "zero", "optimizer",
                                        "scheduler", "train", "model", "checkpoint", "logging"};
   BOOST_TEST(sections == expected, boost::test_tools::per_element());
-  BOOST_TEST(mpiaccel::config_schema().size() == 105u);  // 79 + [train] hdf5_inputs, hdf5_labels, tokenize_from + [checkpoint] async + [model] activation, init_from + 13 Llama keys + [logging] report_to, logging_dir + [train] split_batches and the 4 loader keys
+  BOOST_TEST(mpiaccel::config_schema().size() == 107u);  // 79 + [train] hdf5_inputs, hdf5_labels, tokenize_from + [checkpoint] async + [model] activation, init_from + 13 Llama keys + [logging] report_to, logging_dir + [train] split_batches and the 4 loader keys + [parallelism] dp_replicate_size, dp_shard_size
 }
 
 BOOST_AUTO_TEST_CASE(bool_spellings) {

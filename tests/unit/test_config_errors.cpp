@@ -40,7 +40,7 @@ BOOST_AUTO_TEST_CASE(unknown_section) {
   BOOST_TEST(error_of("[ddp]\nstatic_graph = 1\n\n[zeroo]\nstage = 1\n") ==
              "run.ini:4: [zeroo]: unknown section; did you mean 'zero'?");
   BOOST_TEST(error_of("; c\n[deepspeed]\n") ==
-             "run.ini:2: [deepspeed]: unknown section; accepted: launch, distributed, ddp, fsdp, "
+             "run.ini:2: [deepspeed]: unknown section; accepted: launch, distributed, parallelism, ddp, fsdp, "
              "zero, optimizer, scheduler, train, model, checkpoint, logging");
   // An empty unknown section is still an error (inih never calls back for it).
   BOOST_TEST(error_of("[Train]\n") == "run.ini:1: [Train]: unknown section; did you mean 'train'?");

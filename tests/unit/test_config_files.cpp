@@ -135,8 +135,8 @@ BOOST_AUTO_TEST_CASE(accelerate_parallelism_config_is_hsdp_or_refused) {
   const std::string P = "parallelism_config:\n  parallelism_config_dp_replicate_size: 2\n"
                         "  parallelism_config_dp_shard_size: 4\n";
   const auto hsdp = resolve_config({{"a.yaml", "distributed_type: FSDP\nnum_processes: 8\n" + P}});
-  BOOST_TEST(hsdp.config.fsdp.sharding_strategy == "HYBRID_SHARD");
-  BOOST_TEST(hsdp.config.fsdp.hybrid_group_size == 4);
+  BOOST_TEST(hsdp.config.parallelism.dp_replicate_size == 2);
+  BOOST_TEST(hsdp.config.parallelism.dp_shard_size == 4);
   BOOST_TEST(error_of({{"a.yaml", "parallelism_config:\n  parallelism_config_tp_size: 2\n"}}) ==
              "a.yaml:2: parallelism_config.parallelism_config_tp_size = 2: tensor parallelism is not in mpiaccel "
              "yet; accepted: 1");

@@ -4,6 +4,7 @@
 #include <boost/version.hpp>
 #include <hdf5.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -16,7 +17,10 @@
 #include "command.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/config_files.hpp"
+#include "mpiaccel/config_io.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/mesh.hpp"
+#include "mpiaccel/program.hpp"
 #include "mpiaccel/runtime.hpp"
 #include "mpiaccel/version.hpp"
 
@@ -62,21 +66,62 @@ std::string device_or_reason(const Runtime& rt) {
   }
 }
 
-std::string rank_row(const Runtime& rt) {
+// This rank's coordinates in `shape` (row-major, as Mesh places ranks).
+std::string mesh_coordinates(const MeshShape& shape, int64_t rank) {
+  if (shape.dims.empty()) return "-";
+  std::string text;
+  for (size_t i = shape.dims.size(); i-- > 0;) {
+    text = std::to_string(rank % shape.dims[i].size) + (text.empty() ? "" : ",") + text;
+    rank /= shape.dims[i].size;
+  }
+  return "(" + text + ")";
+}
+
+std::string rank_row(const Runtime& rt, const MeshShape& shape) {
   const auto& launch = rt.launch();
   char row[512];
-  std::snprintf(row, sizeof(row), "%5d  %-16s %5d/%-5d %4d/%-4d %-9s %-8s %-12s %s", rt.rank(),
+  std::snprintf(row, sizeof(row), "%5d  %-16s %5d/%-5d %4d/%-4d %-9s %-8s %-12s %-12s %s", rt.rank(),
                 rt.host().c_str(), rt.local_rank(), rt.local_size(), rt.node_rank(), rt.node_count(),
                 launcher_name(launch.launcher), device_or_reason(rt).c_str(),
-                env_or("OMP_NUM_THREADS").c_str(), env_or("CUDA_VISIBLE_DEVICES").c_str());
+                env_or("OMP_NUM_THREADS").c_str(), env_or("CUDA_VISIBLE_DEVICES").c_str(),
+                mesh_coordinates(shape, rt.rank()).c_str());
   return row;
 }
 
+// The mesh the job's config asks for at this world size (the config train
+// would read: --config files and overrides, else the default config), or why
+// there is none. Collective over `world`.
+std::string job_mesh(const std::vector<std::string>& args, Communicator& world, const Runtime& rt,
+                     MeshShape* shape) {
+  std::vector<std::string> words{"env"};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  ProgramArgs parsed = parse_program_args(static_cast<int>(argv.size()), argv.data());
+  if (parsed.config_paths.empty() && access(default_config_path().c_str(), R_OK) == 0)
+    parsed.config_paths.push_back(default_config_path());
+  const int64_t most = world.all_reduce_int(rt.local_size(), ReduceOp::Max);
+  const int64_t least = world.all_reduce_int(rt.local_size(), ReduceOp::Min);
+  try {
+    const Config config = load_config(world, parsed.config_paths, parsed.overrides);
+    *shape = mesh_shape_of(config, world.size(), most == least ? most : 0);
+    return shape->describe();
+  } catch (const Error& e) {
+    return "none: " + e.message();
+  } catch (const std::exception& e) {
+    return std::string("none: ") + e.what();
+  }
+}
+
 int run_env(const std::vector<std::string>& args, int* argc, char*** argv) {
-  if (!args.empty()) throw UsageError("unexpected argument '" + args.front() + "'");
+  for (const std::string& a : args)
+    if (a.rfind("-", 0) == 0 && a != "--config" && a != "-c" && a.rfind("--config=", 0) != 0)
+      throw UsageError("unexpected argument '" + a + "'");
   Runtime rt(argc, argv);
   auto world = make_mpi_world(rt, std::chrono::seconds(60));
-  auto rows = world->gather_bytes(rank_row(rt), 0);
+  MeshShape shape;
+  const std::string mesh = job_mesh(args, *world, rt, &shape);
+  auto rows = world->gather_bytes(rank_row(rt, shape), 0);
   if (!rt.is_main_process()) return 0;
 
   std::ostringstream out;
@@ -99,8 +144,10 @@ int run_env(const std::vector<std::string>& args, int* argc, char*** argv) {
       << "  launcher        " << launcher_name(rt.launch().launcher) << "\n"
       << "  Slurm job       " << env_or("SLURM_JOB_ID") << " step " << env_or("SLURM_STEP_ID") << "\n"
       << "  OMPI_MCA_fcoll  " << env_or("OMPI_MCA_fcoll") << "\n"
-      << "  default config  " << default_config_description() << "\n\n"
-      << " rank  host             local       node      launcher  device   OMP_THREADS  CUDA_VISIBLE\n";
+      << "  default config  " << default_config_description() << "\n"
+      << "  mesh            " << mesh << "\n\n"
+      << " rank  host             local       node      launcher  device   OMP_THREADS  CUDA_VISIBLE "
+         "mesh at\n";
   for (const auto& row : rows) out << row << "\n";
   std::fputs(out.str().c_str(), stdout);
   return 0;
@@ -110,11 +157,13 @@ int run_env(const std::vector<std::string>& args, int* argc, char*** argv) {
 
 extern const Command kEnvCommand = {
     "env", "versions, build options and the rank environment",
-    "usage: mpiaccel env\n"
-    "       mpirun -np N mpiaccel env\n\n"
+    "usage: mpiaccel env [--config FILE]... [section.key=value ...]\n"
+    "       mpirun -np N mpiaccel env [--config FILE]...\n\n"
     "Prints the versions of mpiaccel, LibTorch, the MPI library, HDF5 (and whether it is\n"
-    "parallel), NCCL, inih and Boost; the build options; and, gathered on rank 0, one row\n"
-    "per rank: host, local rank, node, launcher, device, OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES.\n",
+    "parallel), NCCL, inih and Boost; the build options; the device mesh the config (as\n"
+    "train reads it: the files, else the default config) makes at this world size; and,\n"
+    "gathered on rank 0, one row per rank: host, local rank, node, launcher, device,\n"
+    "OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES, its coordinates in the mesh.\n",
     run_env};
 
 }  // namespace mpiaccel::tool

@@ -109,7 +109,8 @@ CheckpointMeta Accelerator::load_state(const std::string& path_or_dir) {
 
 std::string Accelerator::save_state(int64_t step, const DistributedLoader& loader) {
   const LoaderState where = loader.state();
-  const int64_t global_batch = loader.batch_size() * config_.train.grad_accum_steps * world_size();
+  // The data-parallel ranks (the sampler's world) each took a batch.
+  const int64_t global_batch = loader.batch_size() * config_.train.grad_accum_steps * loader.sampler().world_size();
   return save_state(step, {{"step", std::to_string(step)},
                            {"scheduler_step", std::to_string(step)},
                            {"epoch", std::to_string(where.epoch)},

@@ -93,17 +93,15 @@ std::vector<int64_t> DistributedLoader::next_indices() {
 }
 
 Batch DistributedLoader::next() {
-  Batch batch;
-  if (workers_) {
-    fill_workers();
-    batch = workers_->take();
-  } else {
-    if (planned_.empty()) planned_.push_back(plan_next());
-    batch = dataset_->get(planned_.front().indices);
-    if (pins()) batch = detail::pinned(batch);
-  }
-  delivered_ = planned_.front().after;
+  if (workers_) fill_workers();
+  if (planned_.empty()) planned_.push_back(plan_next());
+  // Taken off before the fetch: a batch whose fetch fails is not fetched
+  // again, and the planned batches stay in step with the workers' queue.
+  const Planned planned = std::move(planned_.front());
   planned_.pop_front();
+  Batch batch = workers_ ? workers_->take() : dataset_->get(planned.indices);
+  if (!workers_ && pins()) batch = detail::pinned(batch);
+  delivered_ = planned.after;
   if (workers_) fill_workers();  // the workers fetch while the step runs
   if (device_ == "cpu") return batch;
   return detail::to_device(batch, at::Device(device_), options_.non_blocking);

@@ -42,7 +42,7 @@ Mesh::Mesh(std::shared_ptr<Communicator> world, MeshShape shape, std::vector<std
     rest /= shape_.dims[i].size;
   }
   for (const MeshDim& d : shape_.dims) group({d.name});
-  if (shape_.size("dp_replicate") * shape_.size("dp_shard") > 1) group({"dp"});
+  group({"dp"});
   for (const std::string& dim : within_node) check_within_node(dim);
 }
 

@@ -135,7 +135,7 @@ struct Trainer::Loop {
         tc(config.train),
         step(std::move(step_loss)),
         loader(acc.make_loader(t.train_data_, tc.batch_size, /*shuffle=*/true)),
-        units_per_step(t.units_per_sample_ * loader.batch_size() * tc.grad_accum_steps * acc.world_size()),
+        units_per_step(t.units_per_sample_ * loader.batch_size() * tc.grad_accum_steps * loader.sampler().world_size()),
         unit_per_s(t.unit_ + "/s"),
         throughput_key((t.unit_ == "tok" ? std::string("tokens") : t.unit_) + "_per_s"),
         report(config.logging, acc.is_main_process()),
@@ -349,7 +349,7 @@ TrainResult Trainer::train() {
   acc_.print("training on " + std::to_string(train_data_->size()) + " samples, strategy " +
              acc_.strategy().name() + " on " + std::to_string(acc_.world_size()) + " rank(s) (" +
              acc_.device() + ", " + acc_.comm().backend() + "), global batch " +
-             std::to_string(loop.loader.batch_size() * config.train.grad_accum_steps * acc_.world_size()) +
+             std::to_string(loop.loader.batch_size() * config.train.grad_accum_steps * loop.loader.sampler().world_size()) +
              ", precision " + acc_.precision().describe());
   loop.run(*acc_.optimizer());
   if (loop.result.exit_status == kExitPreempted) {

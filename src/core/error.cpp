@@ -3,15 +3,14 @@
 
 #include "mpiaccel/error.hpp"
 
-#include <unistd.h>
 
-#include <climits>
 #include <cstring>
 #include <mutex>
 #include <tuple>
 #include <utility>
 
 #include "core/error_identity.hpp"
+#include "core/host_name.hpp"
 
 namespace mpiaccel {
 namespace {
@@ -22,18 +21,12 @@ struct ErrorIdentity {
   std::string host;
 };
 
-std::string local_host_name() {
-  char name[HOST_NAME_MAX + 1] = {0};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown-host";
-  return name;
-}
-
 // Function-local static: errors thrown during static initialisation of other
 // modules still find an initialised identity.
 ErrorIdentity& identity() {
   static ErrorIdentity id;
   static std::once_flag host_once;
-  std::call_once(host_once, [] { id.host = local_host_name(); });
+  std::call_once(host_once, [] { id.host = detail::local_host_name(); });
   return id;
 }
 

@@ -54,11 +54,6 @@ Batch BatchPrefetcher::take() {
   return std::move(job->batch);
 }
 
-int64_t BatchPrefetcher::pending() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<int64_t>(jobs_.size());
-}
-
 void BatchPrefetcher::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   jobs_.clear();
@@ -67,22 +62,18 @@ void BatchPrefetcher::clear() {
 // Each worker takes the oldest job nobody has claimed, so batches are fetched
 // in the order they will be taken; a job dropped by clear() while being
 // fetched is kept alive by the worker's reference and then discarded.
+std::shared_ptr<BatchPrefetcher::Job> BatchPrefetcher::first_unclaimed() const {
+  for (const auto& job : jobs_)
+    if (!job->claimed) return job;
+  return nullptr;
+}
+
 void BatchPrefetcher::work() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     std::shared_ptr<Job> job;
-    queued_.wait(lock, [&] {
-      if (stop_) return true;
-      for (const auto& j : jobs_)
-        if (!j->claimed) return true;
-      return false;
-    });
+    queued_.wait(lock, [&] { return stop_ || (job = first_unclaimed()) != nullptr; });
     if (stop_) return;
-    for (const auto& j : jobs_)
-      if (!j->claimed) {
-        job = j;
-        break;
-      }
     job->claimed = true;
     lock.unlock();
     Batch batch;

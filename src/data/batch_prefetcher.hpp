@@ -32,8 +32,6 @@ class BatchPrefetcher {
   /// The oldest batch submitted and not yet taken, waiting for it; rethrows
   /// what Dataset::get threw for it.
   Batch take();
-  /// Batches submitted and not yet taken.
-  int64_t pending() const;
   /// Forgets every batch not yet taken (those being fetched finish unseen).
   void clear();
 
@@ -45,6 +43,8 @@ class BatchPrefetcher {
     std::exception_ptr error;
   };
   void work();
+  /// The oldest job no worker has claimed; null if none. Under mutex_.
+  std::shared_ptr<Job> first_unclaimed() const;
 
   std::shared_ptr<const Dataset> dataset_;
   bool pin_;

@@ -2,24 +2,17 @@
 
 #include "fsdp/fsdp_comms.hpp"
 
-#include <unistd.h>
 
-#include <climits>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "core/host_name.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::detail {
 namespace {
-
-std::string host_name() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof name) != 0) return "unknown-host";
-  return name;
-}
 
 struct Grouping {
   int shard_color = 0;    ///< which shard group
@@ -43,7 +36,7 @@ Grouping hybrid_grouping(const FsdpConfig& config, Communicator& world) {
     return g;
   }
   // Every rank sees the same host list, so every rank reaches the same verdict.
-  const std::vector<std::string> hosts = world.all_gather_bytes(host_name());
+  const std::vector<std::string> hosts = world.all_gather_bytes(local_host_name());
   std::map<std::string, int> first_seen;
   std::map<std::string, int> count;
   for (const std::string& h : hosts) {

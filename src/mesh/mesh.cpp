@@ -2,26 +2,14 @@
 
 #include "mpiaccel/mesh.hpp"
 
-#include <unistd.h>
-
-#include <climits>
 #include <set>
 #include <string>
 
+#include "core/host_name.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel {
-namespace {
-
-std::string host_name() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof name) != 0) return "unknown-host";
-  return name;
-}
-
-}  // namespace
-
 Mesh::Mesh(std::shared_ptr<Communicator> world, MeshShape shape, std::vector<std::string> within_node)
     : world_(std::move(world)), shape_(std::move(shape)) {
   MPIACCEL_CHECK(world_ != nullptr, "Mesh: no communicator");
@@ -96,7 +84,7 @@ std::shared_ptr<Communicator> Mesh::split_along(const std::vector<std::string>& 
 
 void Mesh::check_within_node(const std::string& dim) {
   const std::shared_ptr<Communicator> g = group({dim});
-  const std::vector<std::string> hosts = g->all_gather_bytes(host_name());
+  const std::vector<std::string> hosts = g->all_gather_bytes(detail::local_host_name());
   std::string other;
   for (const std::string& h : hosts)
     if (h != hosts.front()) other = h;

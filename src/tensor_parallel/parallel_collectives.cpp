@@ -20,7 +20,7 @@ using torch::autograd::variable_list;
 using detail::GroupCapsule;
 
 at::Tensor all_reduced(const at::Tensor& x, Communicator& group) {
-  at::Tensor out = x.contiguous().clone();
+  at::Tensor out = x.clone(at::MemoryFormat::Contiguous);  // one copy, contiguous
   group.all_reduce(out, ReduceOp::Sum);
   return out;
 }

@@ -36,10 +36,11 @@ struct VocabParallelLosses : torch::autograd::Function<VocabParallelLosses> {
     const at::Tensor column = (target - first).masked_fill(outside, 0);
     at::Tensor picked = shifted.gather(-1, column.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0).contiguous();
     group.all_reduce(picked, ReduceOp::Sum);
-    const at::Tensor exp = shifted.exp();
-    at::Tensor sum = exp.sum(-1).contiguous();
+    at::Tensor softmax = shifted.exp();
+    at::Tensor sum = softmax.sum(-1).contiguous();
     group.all_reduce(sum, ReduceOp::Sum);
-    ctx->save_for_backward({exp / sum.unsqueeze(-1), column, outside});
+    softmax.div_(sum.unsqueeze(-1));  // in place: the exponentials are not needed again
+    ctx->save_for_backward({softmax, column, outside});
     ctx->saved_data["dtype"] = static_cast<int64_t>(logits.scalar_type());
     return sum.log() - picked;
   }

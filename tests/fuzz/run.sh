@@ -55,26 +55,28 @@ link() {
 }
 
 src=$root/src
+# What every harness links of core: the error type and the host name it carries.
+core=("$src/core/error.cpp" "$src/core/host_name.cpp")
 for name in "${harnesses[@]}"; do
   case $name in
     config) link config "$here/fuzz_config.cpp" "$src"/config/{config,derived,ini_parse,schema,value_text,read_config_file}.cpp \
-              "$src/core/error.cpp" -- -linih ;;
+              "${core[@]}" -- -linih ;;
     config_files) link config_files "$here/fuzz_config_files.cpp" \
                     "$src"/config/{config,derived,ini_parse,schema,value_text,read_config_file,config_files,config_report}.cpp \
                     "$src"/config/{translator,source_leaves,json_source,yaml_source,accelerate_yaml,deepspeed_json}.cpp \
-                    "$src"/config/{trainer_fsdp,training_arguments_json}.cpp "$src/core/error.cpp" -- -linih -lyaml-cpp ;;
+                    "$src"/config/{trainer_fsdp,training_arguments_json}.cpp "${core[@]}" -- -linih -lyaml-cpp ;;
     manifest) link manifest "$here/fuzz_manifest.cpp" \
                 "$src"/checkpoint/{manifest_reader,manifest_codec,shard_table_writer,shard_record_type}.cpp \
-                "$src"/checkpoint/{h5_attributes,h5_types}.cpp "$src"/core/{error,dtype_names}.cpp \
+                "$src"/checkpoint/{h5_attributes,h5_types}.cpp "${core[@]}" "$src/core/dtype_names.cpp" \
                 -- "${hdf5_libs[@]}" "${torch_libs[@]}" ;;
     safetensors) link safetensors "$here/fuzz_safetensors.cpp" "$src/interop/safetensors.cpp" \
-                   "$src/core/error.cpp" -- "${torch_libs[@]}" ;;
-    token_file) link token_file "$here/fuzz_token_file.cpp" "$src/data/token_file.cpp" "$src/core/error.cpp" \
+                   "${core[@]}" -- "${torch_libs[@]}" ;;
+    token_file) link token_file "$here/fuzz_token_file.cpp" "$src/data/token_file.cpp" "${core[@]}" \
                   -- "${torch_libs[@]}" ;;
-    idx) link idx "$here/fuzz_idx.cpp" "$src/data/fashion_mnist.cpp" "$src/core/error.cpp" \
+    idx) link idx "$here/fuzz_idx.cpp" "$src/data/fashion_mnist.cpp" "${core[@]}" \
            -- "${torch_libs[@]}" -lz ;;
     hf_config) link hf_config "$here/fuzz_hf_config.cpp" "$src"/interop/{hf_config_check,hf_llama,hf_gpt2}.cpp \
-                 "$src/core/error.cpp" -- "${torch_libs[@]}" ;;
+                 "${core[@]}" -- "${torch_libs[@]}" ;;
     *) echo "FAIL: no harness $name" >&2; exit 1 ;;
   esac
 done

@@ -48,6 +48,9 @@ namespace mpiaccel {
 
 class Runtime;
 class ActivationCheckpointing;
+namespace detail {
+class SplitState;
+}
 
 class Accelerator {
  public:
@@ -72,13 +75,19 @@ class Accelerator {
   /// "cpu" or "cuda:N".
   std::string device() const;
 
-  /// Seeds LibTorch's generators. With `device_specific`, rank r uses seed + r
-  /// (for dropout masks that must differ); otherwise every rank the same seed
+  /// Seeds LibTorch's generators. With `device_specific`, data-parallel rank
+  /// r uses seed + r (for dropout masks that must differ; the ranks of one
+  /// tensor-parallel group draw alike, and each has its own stream inside
+  /// parallel regions: tp::RegionRng); otherwise every rank the same seed
   /// (for identical model initialisation).
   void set_seed(uint64_t seed, bool device_specific = false);
 
   /// Puts the model and its optimizer under the strategy (see
-  /// Strategy::prepare). Call once, after set_seed. Collective.
+  /// Strategy::prepare). Call once, after set_seed. With [parallelism]
+  /// tp_size > 1 the model must be split already (tensor_parallelize, or
+  /// tp::parallelize_module for a model of your own): the strategy runs on
+  /// each rank's slices, the gradient norm counts every parameter once, and
+  /// checkpoints hold every tensor whole. Collective.
   void prepare(std::shared_ptr<torch::nn::Module> model,
                std::shared_ptr<torch::optim::Optimizer> optimizer);
 
@@ -202,6 +211,7 @@ class Accelerator {
  private:
   friend class AccumulateGuard;
   Checkpointer& checkpointer();
+  void prepare_tensor_parallel();
 
   Runtime& runtime_;
   Config config_;
@@ -209,6 +219,7 @@ class Accelerator {
   std::unique_ptr<Mesh> mesh_;
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<detail::SplitState> split_state_;  ///< with tp_size > 1
   PrecisionPolicy precision_;
   std::unique_ptr<GradScaler> scaler_;
   std::unique_ptr<ActivationCheckpointing> checkpointing_;

@@ -40,14 +40,18 @@ struct DistributedConfig {
 };
 
 /// The device mesh (docs/parallelism.md): the ranks as a grid of
-/// dp_replicate × dp_shard, the data-parallel dimensions. Their product is the
-/// world size; one of them may be 0 = auto (the world size divided by the
-/// other). [distributed] strategy says what each dimension does: ddp
-/// replicates over both, fsdp shards over dp_shard and replicates over
-/// dp_replicate (HSDP), zero shards over both.
+/// dp_replicate × dp_shard × tp. The data-parallel dimensions' product is the
+/// world size / tp_size; one of them may be 0 = auto. [distributed] strategy
+/// says what each data-parallel dimension does: ddp replicates over both, fsdp
+/// shards over dp_shard and replicates over dp_replicate (HSDP), zero shards
+/// over both. tp is innermost: the ranks of one tensor-parallel group are
+/// consecutive, on one node unless tp_across_nodes.
 struct ParallelismConfig {
   int64_t dp_replicate_size = 1;  ///< 0 = auto
   int64_t dp_shard_size = 0;      ///< 0 = auto
+  int64_t tp_size = 1;            ///< tensor-parallel ranks (Megatron-style)
+  bool tp_across_nodes = false;   ///< allow a tp group to span nodes
+  bool sequence_parallel = false; ///< norms and dropout on sequence shards (tp > 1)
 };
 
 struct DdpConfig {

@@ -45,13 +45,17 @@ struct MeshShape {
 };
 
 /// The mesh [parallelism] asks for on `world_size` ranks: dp_replicate ×
-/// dp_shard, an `auto` size resolved, [fsdp] HYBRID_SHARD's hybrid_group_size
+/// dp_shard (× tp when tp_size > 1, innermost), an `auto` size resolved, [fsdp] HYBRID_SHARD's hybrid_group_size
 /// (the older way to say dp_shard; 0 = `ranks_per_node`, itself 0 when the
 /// nodes run different numbers of ranks) folded in. A shape
 /// that does not fit is one line with the numbers: sizes whose product is
 /// not the world size, two `auto`s, a HYBRID_SHARD group that disagrees,
-/// replicas under zero.
+/// replicas under zero, a tp_size that does not divide the world.
 MeshShape mesh_shape_of(const Config& config, int64_t world_size, int64_t ranks_per_node);
+
+/// The ranks each node runs when every node runs as many (`local_size` is
+/// this rank's node's count), else 0. Collective over `world`.
+int64_t uniform_ranks_per_node(Communicator& world, int64_t local_size);
 
 class Mesh {
  public:
@@ -78,6 +82,8 @@ class Mesh {
   std::shared_ptr<Communicator> group(const std::vector<std::string>& dims);
   /// group({"dp_replicate", "dp_shard"}): the data-parallel ranks.
   std::shared_ptr<Communicator> dp() { return group({"dp"}); }
+  /// group({"tp"}): the tensor-parallel ranks (this rank alone without tp).
+  std::shared_ptr<Communicator> tp() { return group({"tp"}); }
   /// "mesh dp_replicate 1 × dp_shard 4 (4 ranks); rank 2 at (0, 2)".
   std::string describe() const;
 

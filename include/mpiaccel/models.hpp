@@ -24,6 +24,8 @@ class Module;
 
 namespace mpiaccel {
 
+class Communicator;
+
 /// The sizes of a bundled model. GPT reads n_layer .. dropout and
 /// activation; the Llama the same but activation, and its own fields below;
 /// MLP and CNN read hidden_size (and mlp_layers for the MLP).
@@ -107,6 +109,18 @@ struct ModelInit {
 /// `init` may defer them.
 std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec,
                                   const ModelInit& init = {});
+
+/// Splits a bundled GPT or Llama over the tensor-parallel `group` (the
+/// mesh's tp group; docs/parallelism.md): attention by heads (key/value
+/// heads held whole by several ranks when there are fewer than ranks), the
+/// MLP by width, the vocabulary by rows, each rank keeping its slice of the
+/// values the whole model was built with. Once, before Accelerator::prepare.
+/// After it, forward() returns this rank's vocabulary slice of the logits,
+/// loss() is the vocabulary-parallel cross-entropy (the logits are never
+/// gathered) and generation gathers them. Throws Error, naming the key, when
+/// the group's size does not divide n_head, vocab_size or the MLP's width,
+/// or for a model that is not a GPT or a Llama.
+void tensor_parallelize(Model& model, std::shared_ptr<Communicator> group, bool sequence_parallel = false);
 
 /// The Module::name()s of the modules a model of `kind` runs through
 /// units().run (include/mpiaccel/unit.hpp): GPT {"DecoderLayer"}, Llama

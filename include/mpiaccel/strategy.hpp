@@ -15,6 +15,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,8 +57,14 @@ class Strategy {
   virtual void after_backward() {}
 
   /// The L2 norm of the gradients the optimizer will apply, over all ranks
-  /// (sharded gradients are reduced). Collective.
+  /// (sharded gradients are reduced), of the parameters count_in_grad_norm
+  /// accepts. Collective.
   virtual double grad_norm() = 0;
+  /// Which of the model's parameters (its own tensors, as prepare() got
+  /// them) grad_norm() counts; all when unset. Under tensor parallelism the
+  /// Accelerator counts a parameter every rank of a tp group holds whole on
+  /// the group's first rank only, and sums the group's norms.
+  void count_in_grad_norm(std::function<bool(const at::Tensor& param)> counted) { counted_ = std::move(counted); }
   /// Multiplies those gradients by `factor` (gradient clipping).
   virtual void scale_grads(double factor) = 0;
 
@@ -83,6 +90,21 @@ class Strategy {
     int64_t optimizer_bytes = 0;
   };
   virtual MemoryAccount memory(torch::optim::Optimizer& optimizer) const = 0;
+
+ protected:
+  bool counted_in_grad_norm(const at::Tensor& param) const { return !counted_ || counted_(param); }
+  /// `values[i]` for each `params[i]` grad_norm() counts (all when unset).
+  std::vector<at::Tensor> counted_only(const std::vector<at::Tensor>& params,
+                                       const std::vector<at::Tensor>& values) const {
+    if (!counted_) return values;
+    std::vector<at::Tensor> kept;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (counted_(params[i])) kept.push_back(values[i]);
+    return kept;
+  }
+
+ private:
+  std::function<bool(const at::Tensor& param)> counted_;
 };
 
 /// The strategy named by config.distributed.strategy over `comm`.

@@ -15,7 +15,11 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace mpiaccel {
 
@@ -37,8 +41,175 @@ at::Tensor gather_from_parallel(const at::Tensor& x, int64_t dim, const std::sha
 /// gradients gathered. `dim` must divide by the group's size.
 at::Tensor scatter_to_parallel(const at::Tensor& x, int64_t dim, const std::shared_ptr<Communicator>& group);
 
+// Sequence parallelism's pair (Korthikanti et al. 2022): activations outside
+// the tensor-parallel regions are split along the sequence (`dim`).
+/// Forward: every rank's sequence shard concatenated along `dim`;
+/// backward: the gradient reduce-scattered back to the shards (each rank's
+/// region computed a partial gradient of the whole sequence).
+at::Tensor gather_from_sequence(const at::Tensor& x, int64_t dim, const std::shared_ptr<Communicator>& group);
+/// Forward: the partial sums reduce-scattered along `dim` (this rank's shard
+/// of the sum); backward: the gradient all-gathered.
+at::Tensor reduce_scatter_to_sequence(const at::Tensor& x, int64_t dim,
+                                      const std::shared_ptr<Communicator>& group);
+/// Forward: `x` as it is; backward: the gradient summed over the group. For a
+/// parameter every rank holds whole but uses on its own part of the work (a
+/// norm's weight on a sequence shard, a key/value head shared by several
+/// ranks' query heads): the sum is the whole gradient.
+inline at::Tensor sum_grad_over(const at::Tensor& param, const std::shared_ptr<Communicator>& group) {
+  return copy_to_parallel(param, group);
+}
+
 /// This rank's slice [rank·n/size, (rank+1)·n/size) of `dim`, a view.
 at::Tensor local_slice(const at::Tensor& full, int64_t dim, const Communicator& group);
+/// This rank's slice of each of `blocks` equal blocks stacked along dim 0 (a
+/// fused [q; k; v] projection: 3), concatenated; a copy when blocks > 1.
+at::Tensor local_rows_of_blocks(const at::Tensor& full, int64_t blocks, const Communicator& group);
+
+// --- splitting a model's layers after it is built (PyTorch's
+// parallelize_module with ColwiseParallel / RowwiseParallel).
+
+/// How a plan splits a layer.
+struct Style {
+  enum class Kind { Colwise, Rowwise, VocabRows };
+  Kind kind = Kind::Colwise;
+  /// Colwise: the weight is this many equal blocks stacked along dim 0 (a
+  /// fused q, k, v projection: 3), each split alike, so heads stay whole.
+  /// The split weight is then held as [blocks, out/blocks/tp, in] (the bias
+  /// as [blocks, out/blocks/tp]): whole-row blocks of it are whole rows of
+  /// the unsplit weight, which is what checkpoints need (split_parameters).
+  int64_t fused_blocks = 1;
+  /// Colwise: all-gather the output's last dimension.
+  bool gather_output = false;
+  /// Colwise: the input already entered the parallel region (the caller
+  /// applied copy_to_parallel or gather_from_sequence once for several
+  /// layers), so this layer adds no collective on its input.
+  bool input_in_region = false;
+  /// Rowwise: the input is already this rank's slice of the last dimension
+  /// (a Colwise layer's output); otherwise it is scattered.
+  bool input_is_parallel = true;
+  /// Colwise: the input is a sequence shard, all-gathered along dim 1 (and
+  /// its gradient reduce-scattered); Rowwise: the output is reduce-scattered
+  /// along dim 1 instead of all-reduced.
+  bool sequence_parallel = false;
+
+  static Style colwise() { return {}; }
+  static Style rowwise() { return Style{Kind::Rowwise}; }
+  /// An Embedding whose vocabulary rows are split (VocabParallelEmbedding).
+  static Style vocab_rows() { return Style{Kind::VocabRows}; }
+};
+
+/// What torch::nn::Linear is (same options, parameter names "weight" and
+/// "bias", same initialisation, Module::name() "Linear"), until a plan
+/// splits it: then it holds its slice and its forward communicates as its
+/// Style says. Write it where you would write torch::nn::Linear in a model
+/// that a plan may split: LibTorch modules have no forward hooks, so a
+/// torch::nn::Linear cannot be made to communicate from outside.
+class Linear : public torch::nn::Module {
+ public:
+  Linear(int64_t in, int64_t out, bool bias = true, const std::string& module_name = "Linear");
+  at::Tensor forward(const at::Tensor& x);
+  /// Keeps this rank's slice of the weight (and bias) as `style` says, in
+  /// place (the parameters stay the same tensors, smaller). Once; a group of
+  /// one rank changes nothing but the forward's style. Throws Error when a
+  /// split dimension does not divide by the group's size.
+  void parallelize(const Style& style, std::shared_ptr<Communicator> group);
+  /// Copies this rank's slice from the whole weight [out, in] (and bias).
+  void load_full(const at::Tensor& weight, const at::Tensor& bias = {});
+  bool parallelized() const { return group_ != nullptr; }
+  const Style& style() const { return style_; }
+  /// Output features this rank computes (its slice's rows).
+  int64_t out_features() const { return weight.numel() / weight.size(-1); }
+
+  at::Tensor weight, bias;
+
+ private:
+  Style style_;
+  std::shared_ptr<Communicator> group_;
+};
+
+/// What torch::nn::Embedding is (weight N(0, 1), Module::name() "Embedding"),
+/// until a plan splits its rows (Style::vocab_rows()): then a token outside
+/// this rank's rows contributes zeros, and the output is summed over the
+/// group (or, with sequence_parallel, reduce-scattered along dim 1).
+class Embedding : public torch::nn::Module {
+ public:
+  Embedding(int64_t count, int64_t dim, const std::string& module_name = "Embedding");
+  at::Tensor forward(const at::Tensor& tokens);
+  void parallelize(const Style& style, std::shared_ptr<Communicator> group);
+  void load_full(const at::Tensor& weight);
+  /// The first row this rank holds (0 before a split).
+  int64_t first_row() const { return first_; }
+  bool parallelized() const { return group_ != nullptr; }
+
+  at::Tensor weight;
+
+ private:
+  Style style_;
+  std::shared_ptr<Communicator> group_;
+  int64_t first_ = 0;
+};
+
+/// A plan: module-name patterns and the style of the modules they match.
+/// A pattern matches a dotted name part by part, each part a shell pattern
+/// ("blocks.*.mlp.fc", "model.layers.*.self_attn.[qkv]_proj").
+using Plan = std::vector<std::pair<std::string, Style>>;
+
+/// Splits every module of `model` that a pattern of `plan` matches (the
+/// first matching pattern's style) over `group`; returns the names split,
+/// in the model's order. Throws Error naming a pattern that matches no
+/// module, and a matched module that is neither a tp::Linear nor a
+/// tp::Embedding.
+std::vector<std::string> parallelize_module(torch::nn::Module& model, const std::shared_ptr<Communicator>& group,
+                                            const Plan& plan);
+
+/// How a parameter is split over the tensor-parallel group.
+struct ParamSplit {
+  enum class Kind {
+    /// Along dim 0 (a column-parallel weight or bias, vocabulary rows): this
+    /// rank holds the contiguous rows [r·n/tp, (r+1)·n/tp).
+    Rows,
+    /// Along dim 1 (a row-parallel weight): every rank holds part of each row.
+    Columns,
+    /// `blocks` fused blocks along dim 0, each split alike, held as
+    /// [blocks, rows/blocks/tp, ...]: along dim 1 of that view.
+    FusedRows,
+  };
+  Kind kind = Kind::Rows;
+  int64_t blocks = 1;
+};
+
+/// The parameters of `model` that a split tp::Linear or tp::Embedding holds
+/// a slice of, by their names in model.named_parameters(); a parameter not
+/// listed is whole on every rank of the group.
+std::map<std::string, ParamSplit> split_parameters(const torch::nn::Module& model);
+
+/// Runs the code between its construction and destruction on this rank's
+/// own random stream (Megatron's model-parallel RNG tracker): the default
+/// generator of `device` gets the stream's state, and gets its own back
+/// after, while the stream keeps where it got to. Dropout inside a
+/// tensor-parallel region (this rank's attention heads, a sequence shard)
+/// then draws differently per rank, while dropout on replicated activations,
+/// outside any guard, draws the same on every rank of the group (whose
+/// default generators are seeded alike). Without seed() it changes nothing.
+class RegionRng {
+ public:
+  /// Seeds this rank's stream from the job's seed and its place: tensor-
+  /// parallel rank `tp_rank` of data-parallel rank `dp_rank`.
+  static void seed(uint64_t seed, int64_t dp_rank, int64_t tp_rank, at::Device device);
+  /// The stream's state (empty before seed()), for activation checkpointing
+  /// to replay a region's draws, and to set it back.
+  static at::Tensor state();
+  static void set_state(const at::Tensor& state);
+
+  explicit RegionRng(at::Device device);
+  ~RegionRng();
+  RegionRng(const RegionRng&) = delete;
+  RegionRng& operator=(const RegionRng&) = delete;
+
+ private:
+  at::Device device_;
+  at::Tensor saved_default_;
+};
 
 // The layers below initialise the whole weight as torch::nn::Linear and
 // Embedding do (same generator state on every rank: same tensor) and keep
@@ -48,55 +219,32 @@ at::Tensor local_slice(const at::Tensor& full, int64_t dim, const Communicator& 
 /// y = x Wᵀ + b with W's output rows split over the group: this rank holds
 /// rows [r·out/tp, (r+1)·out/tp) of W and b. The input is replicated; the
 /// output is this rank's slice of the last dimension, or the whole of it
-/// with `gather_output`.
-class ColumnParallelLinear : public torch::nn::Module {
+/// with `gather_output`. A tp::Linear split Style::colwise() from the start.
+class ColumnParallelLinear : public Linear {
  public:
   ColumnParallelLinear(int64_t in, int64_t out, std::shared_ptr<Communicator> group, bool bias = true,
-                           bool gather_output = false);
-  at::Tensor forward(const at::Tensor& x);
-  /// Copies this rank's rows from the full weight [out, in] (and bias [out]).
-  void load_full(const at::Tensor& weight, const at::Tensor& bias = {});
-
-  at::Tensor weight, bias;
-
- private:
-  std::shared_ptr<Communicator> group_;
-  bool gather_output_;
+                       bool gather_output = false);
 };
 
 /// y = x Wᵀ + b with W's input columns split over the group: this rank holds
 /// columns [r·in/tp, (r+1)·in/tp) of W; b is whole (replicated), added once
 /// after the sum. The input is this rank's slice of the last dimension
 /// (a column-parallel layer's output), or the whole of it unless
-/// `input_is_parallel`; the output is replicated.
-class RowParallelLinear : public torch::nn::Module {
+/// `input_is_parallel`; the output is replicated. A tp::Linear split
+/// Style::rowwise() from the start.
+class RowParallelLinear : public Linear {
  public:
   RowParallelLinear(int64_t in, int64_t out, std::shared_ptr<Communicator> group, bool bias = true,
-                        bool input_is_parallel = true);
-  at::Tensor forward(const at::Tensor& x);
-  void load_full(const at::Tensor& weight, const at::Tensor& bias = {});
-
-  at::Tensor weight, bias;
-
- private:
-  std::shared_ptr<Communicator> group_;
-  bool input_is_parallel_;
+                    bool input_is_parallel = true);
 };
 
 /// An embedding whose vocabulary rows are split over the group: this rank
 /// holds rows [r·V/tp, (r+1)·V/tp); a token outside them contributes zeros,
-/// and the sum over the group is every token's row.
-class VocabParallelEmbedding : public torch::nn::Module {
+/// and the sum over the group is every token's row. A tp::Embedding split
+/// Style::vocab_rows() from the start.
+class VocabParallelEmbedding : public Embedding {
  public:
   VocabParallelEmbedding(int64_t vocab, int64_t dim, std::shared_ptr<Communicator> group);
-  at::Tensor forward(const at::Tensor& tokens);
-  void load_full(const at::Tensor& weight);
-
-  at::Tensor weight;
-
- private:
-  std::shared_ptr<Communicator> group_;
-  int64_t first_, rows_;
 };
 
 /// The mean cross-entropy of logits whose vocabulary is split over the group

@@ -7,11 +7,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <unordered_set>
 
 #include "accelerator/accelerator_mesh.hpp"
+#include "accelerator/split_state.hpp"
 #include "mpiaccel/activation_checkpointing.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
+#include "mpiaccel/tensor_parallel.hpp"
 
 namespace mpiaccel {
 
@@ -58,7 +61,10 @@ int Accelerator::world_size() const { return comm_->size(); }
 std::string Accelerator::device() const { return runtime_.device().device; }
 
 void Accelerator::set_seed(uint64_t seed, bool device_specific) {
-  torch::manual_seed(device_specific ? seed + static_cast<uint64_t>(rank()) : seed);
+  const auto dp_rank = static_cast<uint64_t>(mesh_->dp()->rank());  // the world rank without tp
+  torch::manual_seed(device_specific ? seed + dp_rank : seed);
+  if (device_specific && mesh_->shape().size("tp") > 1)
+    tp::RegionRng::seed(seed, static_cast<int64_t>(dp_rank), mesh_->tp()->rank(), at::Device(device()));
 }
 
 void Accelerator::prepare(std::shared_ptr<torch::nn::Module> model,
@@ -69,11 +75,32 @@ void Accelerator::prepare(std::shared_ptr<torch::nn::Module> model,
   optimizer_ = std::move(optimizer);
   // Module::to() swaps each parameter's data in place, so the optimizer,
   // built over the same tensors, follows the move.
+  if (mesh_->shape().size("tp") > 1) prepare_tensor_parallel();
   if (device() != "cpu") model_->to(at::Device(device()));
   strategy_->prepare(model_, optimizer_);
   // After the strategy: it wraps FSDP's interceptor, so recomputation happens
   // with the unit's parameters gathered.
   checkpointing_ = enable_activation_checkpointing(*model_, config_);
+}
+
+// The split parameters: counted once in the gradient norm (a parameter
+// every tp rank holds whole counts on the group's first rank), and
+// checkpointed whole.
+void Accelerator::prepare_tensor_parallel() {
+  const int64_t ranks = mesh_->shape().size("tp");
+  std::map<std::string, tp::ParamSplit> splits = tp::split_parameters(*model_);
+  MPIACCEL_CHECK(!splits.empty(), "[parallelism] tp_size " + std::to_string(ranks) +
+                                      ", but the model has no split layers: split it before prepare "
+                                      "(tensor_parallelize for the bundled gpt and llama, tp::parallelize_module "
+                                      "for a model of your own)");
+  std::unordered_set<const void*> split_params;
+  for (const auto& item : model_->named_parameters())
+    if (splits.count(item.key())) split_params.insert(item.value().unsafeGetTensorImpl());
+  const bool first = mesh_->tp()->rank() == 0;
+  strategy_->count_in_grad_norm([split_params, first](const at::Tensor& param) {
+    return first || split_params.count(param.unsafeGetTensorImpl()) > 0;
+  });
+  split_state_ = std::make_unique<detail::SplitState>(std::move(splits), mesh_->tp());
 }
 
 AutocastGuard Accelerator::autocast() const { return AutocastGuard(device(), precision_.param_dtype); }
@@ -142,6 +169,9 @@ double Accelerator::clip_grad_norm(double max_norm) {
   if (!sync_gradients_) return 0.0;
   if (scaler_->enabled() && !scaler_->unscaled()) scaler_->unscale_(optimizer_grads(*optimizer_));
   double norm = strategy_->grad_norm();
+  // Each tp rank's norm covers its slices (and, on the first, the whole
+  // parameters): the group's sum of squares is the model's.
+  if (split_state_) norm = std::sqrt(mesh_->tp()->all_reduce_scalar(norm * norm, ReduceOp::Sum));
   // torch.nn.utils.clip_grad_norm_: scale only when over the limit, with the
   // same 1e-6 guard against a zero norm.
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)

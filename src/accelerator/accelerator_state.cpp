@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "accelerator/split_state.hpp"
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
@@ -71,7 +72,8 @@ std::string Accelerator::save_state(int64_t step, const std::map<std::string, st
   meta.trainer = trainer;
   for (const auto& [key, value] : scaler_->state()) meta.trainer["grad_scaler." + key] = value;
   meta.rng_state = cpu_rng_state();
-  const ShardedStateDict state = strategy_->state_dict(*optimizer_);
+  ShardedStateDict state = strategy_->state_dict(*optimizer_);
+  if (split_state_) state = split_state_->to_whole(std::move(state));
   return config_.checkpoint.async ? checkpointer().save_async(state, step, meta)
                                   : checkpointer().save(state, step, meta);
 }
@@ -88,7 +90,9 @@ CheckpointMeta Accelerator::load_state(const std::string& path_or_dir) {
   MPIACCEL_CHECK(model_, "Accelerator::load_state before prepare(): prepare the model and "
                          "optimizer first, then load into them");
   auto targets = strategy_->load_targets(*optimizer_);
+  if (split_state_) targets = split_state_->whole_targets(std::move(targets));
   auto meta = checkpointer().load(path_or_dir, targets);
+  if (split_state_) split_state_->finish_load();
   strategy_->finish_load(*optimizer_);
   std::map<std::string, std::string> scaler_state;
   for (const auto& [key, value] : meta.trainer)

@@ -91,6 +91,14 @@ void dp_shard(Translator& t, const SourceLeaf& leaf) {
   t.set(leaf, "parallelism.dp_shard_size", std::to_string(t.integer(leaf)));
 }
 
+// tp_size: the mesh's tensor-parallel dimension (Accelerate splits a
+// transformers model by its tp_plan; mpiaccel splits the bundled GPT and
+// Llama the same way: heads, MLP width, vocabulary).
+void tp_size(Translator& t, const SourceLeaf& leaf) {
+  if (leaf.value.is_null()) return t.moot(leaf, "null: no tensor parallelism");
+  t.set(leaf, "parallelism.tp_size", std::to_string(t.integer(leaf)));
+}
+
 KeyRule refused_unless_one(const std::string& key, const std::string& feature) {
   return {key, "refused", feature + " is not in mpiaccel yet; accepted: 1", {}, {"1", "null"}};
 }
@@ -215,7 +223,7 @@ std::vector<KeyRule> parallelism_rules() {
       {P + "dp_replicate_size", "mapped", "parallelism.dp_replicate_size (> 1 needs dp_shard_size > 1)",
        dp_replicate},
       {P + "dp_shard_size", "mapped", "parallelism.dp_shard_size", dp_shard},
-      refused_unless_one(P + "tp_size", "tensor parallelism"),
+      {P + "tp_size", "mapped", "parallelism.tp_size", tp_size},
       refused_unless_one(P + "cp_size", "context parallelism"),
       refused_unless_one(P + "sp_size", "sequence parallelism"),
       {P + "cp_backend", "moot", "no context parallelism (cp_size 1)"},

@@ -53,10 +53,16 @@ std::vector<KeySpec> build_schema() {
   using Mp = ParallelismConfig;
   rows_of(rows, "parallelism", &Config::parallelism)
       .size_or_auto(MPIACCEL_KEY(Mp, dp_replicate_size),
-                    "data-parallel replicas (fsdp: HSDP's replica groups); auto = the world size / dp_shard_size")
+                    "data-parallel replicas (fsdp: HSDP's replica groups); auto = the world size / (dp_shard_size × tp_size)")
       .size_or_auto(MPIACCEL_KEY(Mp, dp_shard_size),
                     "ranks of each data-parallel group that shards (fsdp, zero); auto = the world size / "
-                    "dp_replicate_size");
+                    "(dp_replicate_size × tp_size)")
+      .integer(MPIACCEL_KEY(Mp, tp_size), at_least(1),
+               "tensor-parallel ranks: attention split by heads, the MLP by width, the vocabulary by rows")
+      .flag(MPIACCEL_KEY(Mp, tp_across_nodes),
+            "allow a tensor-parallel group to span nodes (refused otherwise: its all-reduces are per layer)")
+      .flag(MPIACCEL_KEY(Mp, sequence_parallel),
+            "with tp_size > 1: norms and dropout on sequence shards, all-gather/reduce-scatter for all-reduce");
 
   using P = DdpConfig;
   rows_of(rows, "ddp", &Config::ddp)

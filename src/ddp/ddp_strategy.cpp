@@ -82,8 +82,8 @@ double DdpStrategy::grad_norm() {
   // Node-shared: each rank unscales and applies only its rows, so the norm is
   // summed over the ranks' rows. Otherwise gradients are averaged and
   // identical on every rank: the local norm is the global one.
-  if (node_shared_) return node_shared_->grad_norm();
-  return local_grad_norm(reducer_->grad_params());
+  if (node_shared_) return node_shared_->grad_norm([this](const at::Tensor& p) { return counted_in_grad_norm(p); });
+  return local_grad_norm(counted_only(reducer_->grad_params(), reducer_->grad_params()));
 }
 
 void DdpStrategy::scale_grads(double factor) {

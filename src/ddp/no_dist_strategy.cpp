@@ -29,7 +29,7 @@ class NoDistStrategy final : public Strategy {
   }
   void set_gradient_sync(bool enabled) override { sync_ = enabled; }
   bool gradient_sync() const override { return sync_; }
-  double grad_norm() override { return local_grad_norm(params_); }
+  double grad_norm() override { return local_grad_norm(counted_only(params_, params_)); }
   void scale_grads(double factor) override { scale_local_grads(params_, factor); }
   void step(torch::optim::Optimizer& optimizer) override { optimizer.step(); }
   void zero_grad(torch::optim::Optimizer& optimizer) override {

@@ -98,10 +98,13 @@ void NodeSharedParams::attach_grads() {
   }
 }
 
-double NodeSharedParams::grad_norm() {
+double NodeSharedParams::grad_norm(const std::function<bool(const at::Tensor&)>& counted) {
   // Each rank's rows once per node (every node holds the same averaged
   // gradients): the root of the node's summed squares.
-  const double local = local_grad_norm(sharded_.shard_params);
+  std::vector<at::Tensor> rows;
+  for (size_t i = 0; i < sharded_.params.size(); ++i)
+    if (counted(sharded_.params[i])) rows.push_back(sharded_.shard_params[i]);
+  const double local = local_grad_norm(rows);
   return std::sqrt(comm_->all_reduce_scalar(local * local, ReduceOp::Sum));
 }
 

@@ -19,6 +19,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -54,7 +55,8 @@ class NodeSharedParams {
   /// every synchronised backward, before unscaling, clipping and the step.
   void attach_grads();
   /// The global L2 norm of the gradients, from this rank's rows. Collective.
-  double grad_norm();
+  /// Of the parameters `counted` accepts. Collective.
+  double grad_norm(const std::function<bool(const at::Tensor&)>& counted);
   /// Scales this rank's rows of the gradients (the rows it will apply).
   void scale_grads(double factor);
   /// The optimizer step on this rank's rows (their gradients attached by

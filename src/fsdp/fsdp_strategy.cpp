@@ -166,7 +166,7 @@ double FsdpStrategy::grad_norm() {
   // The parameters this rank holds rows of (a chunk's tail rank may hold none).
   std::vector<at::Tensor> shard_grads;
   for (const FsdpParam& p : engine_->params())
-    if (p.shard.numel() > 0) shard_grads.push_back(p.shard.grad());
+    if (p.shard.numel() > 0 && counted_in_grad_norm(p.full)) shard_grads.push_back(p.shard.grad());
   // Replica groups hold the same rows (HYBRID_SHARD).
   return sharded_grad_norm(*comm_, shard_grads,
                            engine_->comms().replica ? engine_->comms().replica->size() : 1);

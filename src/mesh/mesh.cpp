@@ -31,6 +31,7 @@ Mesh::Mesh(std::shared_ptr<Communicator> world, MeshShape shape, std::vector<std
   }
   for (const MeshDim& d : shape_.dims) group({d.name});
   group({"dp"});
+  group({"tp"});
   for (const std::string& dim : within_node) check_within_node(dim);
 }
 
@@ -91,7 +92,8 @@ void Mesh::check_within_node(const std::string& dim) {
   all_ok(*world_, other.empty(),
          "the mesh's " + dim + " group spans nodes " + hosts.front() + " and " + other + " (" +
              shape_.describe() + "); its ranks must share a node: launch whole nodes of ranks, "
-             "or make " + dim + " smaller");
+             "or make " + dim + " smaller" +
+             (dim == "tp" ? ", or set [parallelism] tp_across_nodes = true" : ""));
 }
 
 std::string Mesh::describe() const {

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "mpiaccel/comm.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/mesh.hpp"
@@ -28,6 +29,19 @@ int64_t hybrid_group(const Config& config, int64_t world, int64_t ranks_per_node
   return group;
 }
 
+// The data-parallel ranks left by tp_size, and how messages name them.
+struct DataParallelRanks {
+  int64_t count;
+  std::string text;  // "6 ranks" or "3 data-parallel ranks (6 / tp_size 2)"
+};
+
+DataParallelRanks data_parallel_ranks(int64_t world, int64_t tp) {
+  MPIACCEL_CHECK(tp >= 1 && world % tp == 0, "[parallelism] tp_size " + n(tp) + " does not divide the " +
+                                                 n(world) + " ranks; pick a divisor of the world size");
+  if (tp == 1) return {world, n(world) + " ranks"};
+  return {world / tp, n(world / tp) + " data-parallel ranks (" + n(world) + " / tp_size " + n(tp) + ")"};
+}
+
 }  // namespace
 
 int64_t MeshShape::ranks() const {
@@ -48,10 +62,14 @@ std::string MeshShape::describe() const {
   return text + " (" + n(ranks()) + (ranks() == 1 ? " rank)" : " ranks)");
 }
 
-MeshShape mesh_shape_of(const Config& config, int64_t world, int64_t ranks_per_node) {
+MeshShape mesh_shape_of(const Config& config, int64_t world_size, int64_t ranks_per_node) {
+  const int64_t tp = config.parallelism.tp_size;
+  const DataParallelRanks dp = data_parallel_ranks(world_size, tp);
+  const int64_t world = dp.count;
   int64_t replicate = config.parallelism.dp_replicate_size;
   int64_t shard = config.parallelism.dp_shard_size;
-  const int64_t group = hybrid_group(config, world, ranks_per_node);
+  const int64_t group = hybrid_group(config, world, ranks_per_node > 0 && ranks_per_node % tp == 0
+                                                          ? ranks_per_node / tp : 0);
   if (group > 0) {  // the groups give dp_shard; the replicas are what is left
     if (shard == 0) shard = group;
     if (replicate == 1) replicate = 0;
@@ -62,13 +80,13 @@ MeshShape mesh_shape_of(const Config& config, int64_t world, int64_t ranks_per_n
   if (known > 0) {
     MPIACCEL_CHECK(world % known == 0, "[parallelism] " +
                                            std::string(replicate == 0 ? "dp_shard_size " : "dp_replicate_size ") +
-                                           n(known) + " does not divide the " + n(world) +
-                                           " ranks; pick a divisor, or give both sizes");
+                                           n(known) + " does not divide the " + dp.text +
+                                           "; pick a divisor, or give both sizes");
     (replicate == 0 ? replicate : shard) = world / known;
   }
   MPIACCEL_CHECK(replicate * shard == world,
                  "[parallelism] dp_replicate_size " + n(replicate) + " × dp_shard_size " + n(shard) + " = " +
-                     n(replicate * shard) + ", but the job has " + n(world) + " ranks; make the product " +
+                     n(replicate * shard) + ", but the job has " + dp.text + "; make the product " +
                      n(world) + " or set one size to auto");
   MPIACCEL_CHECK(group == 0 || group == shard,
                  "[fsdp] HYBRID_SHARD groups of " + n(group) + " ranks, but [parallelism] dp_shard_size is " +
@@ -79,7 +97,15 @@ MeshShape mesh_shape_of(const Config& config, int64_t world, int64_t ranks_per_n
                  "[parallelism] dp_replicate_size " + n(replicate) +
                      ": ZeRO shards over every data-parallel rank; replicas of sharded groups are HSDP "
                      "(strategy = fsdp), or set dp_replicate_size = 1");
-  return MeshShape{{"dp_replicate", replicate}, {"dp_shard", shard}};
+  MeshShape shape{{"dp_replicate", replicate}, {"dp_shard", shard}};
+  if (tp > 1) shape.dims.push_back({"tp", tp});
+  return shape;
+}
+
+int64_t uniform_ranks_per_node(Communicator& world, int64_t local_size) {
+  const int64_t most = world.all_reduce_int(local_size, ReduceOp::Max);
+  const int64_t least = world.all_reduce_int(local_size, ReduceOp::Min);
+  return most == least ? most : 0;
 }
 
 }  // namespace mpiaccel

@@ -6,11 +6,13 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "mpiaccel/models.hpp"
+#include "mpiaccel/tensor_parallel.hpp"
 
 namespace mpiaccel::detail {
 
@@ -48,6 +50,10 @@ class CausalLm {
   virtual at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) = 0;
 };
 
+/// Throws Error unless `value` ([model] `key`) divides by `ranks`
+/// ([parallelism] tp_size); `why` says what the split needs.
+void check_tp_divides(int64_t value, const std::string& key, int64_t ranks, const std::string& why);
+
 /// What the GPT and the Llama share as text models: forward with and
 /// without the cache through one run(), the token cross-entropy, the context
 /// and layer counts of their spec, and the check of the tokens they are given.
@@ -55,10 +61,15 @@ class TextModel : public Model, public CausalLm {
  public:
   TextModel(const ModelSpec& spec, std::string name) : spec_(spec), name_(std::move(name)) {}
 
+  /// Logits [B, T, vocab]; split over a tensor-parallel group, this rank's
+  /// vocabulary slice [B, T, vocab/tp].
   at::Tensor forward(const at::Tensor& input) override { return run(input, nullptr); }
-  at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) override { return run(tokens, &cache); }
-  /// Mean cross-entropy over all B·T positions.
+  /// Whole logits, also when split (generation samples from them).
+  at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) override;
+  /// Mean cross-entropy over all B·T positions (vocabulary-parallel when split).
   at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override;
+  /// Splits the model over `group` by its plan (tensor_parallelize()).
+  void parallelize(std::shared_ptr<Communicator> group, bool sequence_parallel);
   int64_t context_length() const override { return spec_.block_size; }
   int64_t layer_count() const override { return spec_.n_layer; }
   const ModelSpec& spec() const { return spec_; }
@@ -69,8 +80,19 @@ class TextModel : public Model, public CausalLm {
   /// The position of input's first token; throws Error unless `input` is
   /// int64 tokens [batch, time] that end within block_size.
   int64_t first_position(const at::Tensor& input, const KvCache* cache) const;
+  /// The model's tensor-parallel plan (module patterns and styles); and a
+  /// check of the sizes a group of `ranks` must divide, throwing Error.
+  virtual tp::Plan plan(int64_t ranks) const = 0;
+  virtual void check_divisible(int64_t ranks) const = 0;
+  /// After the plan split the layers: the modules that communicate
+  /// themselves (attention, MLP) take the group.
+  virtual void join(const std::shared_ptr<Communicator>& group) = 0;
+  /// The split head's logits of the final hidden states `x` (replicated):
+  /// x enters the region once; the weight is this rank's vocabulary rows.
+  at::Tensor split_head(const at::Tensor& x, const at::Tensor& weight) const;
 
   const ModelSpec spec_;
+  std::shared_ptr<Communicator> tp_;  ///< null until parallelize()
 
  private:
   std::string name_;  // "GPT", "Llama": for errors

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/causal_lm.hpp"
+#include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/models.hpp"
 
@@ -19,7 +20,32 @@ namespace mpiaccel {
 namespace detail {
 
 at::Tensor TextModel::loss(const at::Tensor& output, const at::Tensor& target) {
+  if (tp_) return tp::vocab_parallel_cross_entropy(output.reshape({-1, output.size(-1)}), target.reshape({-1}), tp_);
   return at::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
+}
+
+at::Tensor TextModel::forward_cached(const at::Tensor& tokens, KvCache& cache) {
+  const at::Tensor logits = run(tokens, &cache);
+  return tp_ ? tp::gather_from_parallel(logits, -1, tp_) : logits;
+}
+
+void check_tp_divides(int64_t value, const std::string& key, int64_t ranks, const std::string& why) {
+  MPIACCEL_CHECK(value % ranks == 0, "[model] " + key + " " + std::to_string(value) +
+                                         " does not divide by [parallelism] tp_size " + std::to_string(ranks) +
+                                         ": " + why + "; pick sizes that divide");
+}
+
+void TextModel::parallelize(std::shared_ptr<Communicator> group, bool sequence_parallel) {
+  MPIACCEL_CHECK(group != nullptr && !tp_, name_ + ": tensor_parallelize called twice, or without a group");
+  MPIACCEL_CHECK(!sequence_parallel, name_ + ": [parallelism] sequence_parallel is not built yet; set it to false");
+  check_divisible(group->size());
+  tp::parallelize_module(module(), group, plan(group->size()));
+  join(group);
+  tp_ = std::move(group);
+}
+
+at::Tensor TextModel::split_head(const at::Tensor& x, const at::Tensor& weight) const {
+  return at::matmul(tp_ ? tp::copy_to_parallel(x, tp_) : x, weight.t());
 }
 
 int64_t TextModel::first_position(const at::Tensor& input, const KvCache* cache) const {

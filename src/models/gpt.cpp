@@ -26,8 +26,10 @@
 #include "models/causal_lm.hpp"
 #include "models/deferred.hpp"
 #include "models/families.hpp"
+#include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/models.hpp"
+#include "mpiaccel/tensor_parallel.hpp"
 #include "mpiaccel/unit.hpp"
 
 namespace mpiaccel::detail {
@@ -42,15 +44,21 @@ torch::nn::LayerNorm layer_norm(int64_t width) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}));
 }
 
+std::shared_ptr<tp::Linear> linear(int64_t in, int64_t out, const ModelInit& init) {
+  return built(std::make_shared<tp::Linear>(in, out), init);
+}
+
 }  // namespace
 
 class CausalSelfAttention : public torch::nn::Module {
  public:
   CausalSelfAttention(const ModelSpec& spec, const ModelInit& init)
-      : torch::nn::Module("CausalSelfAttention"), n_head_(spec.n_head) {
+      : torch::nn::Module("CausalSelfAttention"), head_dim_(spec.n_embd / spec.n_head) {
     // One fused projection for q, k and v: one matmul instead of three.
-    qkv_ = register_module("qkv", built(torch::nn::Linear(spec.n_embd, 3 * spec.n_embd), init));
-    proj_ = register_module("proj", built(torch::nn::Linear(spec.n_embd, spec.n_embd), init));
+    // Split over a tensor-parallel group, each rank holds its heads' rows of
+    // each of the three blocks (Style::fused_blocks).
+    qkv_ = register_module("qkv", linear(spec.n_embd, 3 * spec.n_embd, init));
+    proj_ = register_module("proj", linear(spec.n_embd, spec.n_embd, init));
     attn_dropout_ = register_module("attn_dropout", torch::nn::Dropout(spec.dropout));
     resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(spec.dropout));
   }
@@ -59,26 +67,31 @@ class CausalSelfAttention : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, KvCache* cache, size_t layer) {
     const int64_t batch = x.size(0);
     const int64_t time = x.size(1);
-    const int64_t width = x.size(2);
-    const int64_t head_dim = width / n_head_;
+    const int64_t width = qkv_->out_features() / 3;  // this rank's heads' width
     std::vector<at::Tensor> qkv = qkv_->forward(x).split(width, 2);
     auto heads = [&](const at::Tensor& t) {
-      return t.view({batch, time, n_head_, head_dim}).transpose(1, 2);  // [B, nh, T, hd]
+      return t.view({batch, time, width / head_dim_, head_dim_}).transpose(1, 2);  // [B, nh, T, hd]
     };
     at::Tensor q = heads(qkv[0]);
     at::Tensor k = heads(qkv[1]);
     at::Tensor v = heads(qkv[2]);
     if (cache) std::tie(k, v) = cache->append(layer, k, v);
     const double dropout = is_training() ? attn_dropout_->options.p() : 0.0;
-    at::Tensor y = cache ? attention_after_cache(q, k, v) : causal_attention(q, k, v, dropout);
+    at::Tensor y;
+    if (cache) {
+      y = attention_after_cache(q, k, v);
+    } else {
+      tp::RegionRng own_heads(q.device());  // a split model's heads draw their own dropout
+      y = causal_attention(q, k, v, dropout);
+    }
     y = y.transpose(1, 2).contiguous().view({batch, time, width});
     return resid_dropout_->forward(proj_->forward(y));
   }
 
  private:
-  int64_t n_head_;
-  torch::nn::Linear qkv_{nullptr};
-  torch::nn::Linear proj_{nullptr};
+  int64_t head_dim_;
+  std::shared_ptr<tp::Linear> qkv_;
+  std::shared_ptr<tp::Linear> proj_;
   torch::nn::Dropout attn_dropout_{nullptr};
   torch::nn::Dropout resid_dropout_{nullptr};
 };
@@ -89,8 +102,8 @@ class FeedForward : public torch::nn::Module {
       : torch::nn::Module("FeedForward"), approximate_(spec.activation == "gelu_tanh" ? "tanh" : "none") {
     MPIACCEL_CHECK(spec.activation == "gelu" || spec.activation == "gelu_tanh",
                    "[model] activation = " + spec.activation + " is unknown; accepted: gelu|gelu_tanh");
-    fc_ = register_module("fc", built(torch::nn::Linear(spec.n_embd, 4 * spec.n_embd), init));
-    proj_ = register_module("proj", built(torch::nn::Linear(4 * spec.n_embd, spec.n_embd), init));
+    fc_ = register_module("fc", linear(spec.n_embd, 4 * spec.n_embd, init));
+    proj_ = register_module("proj", linear(4 * spec.n_embd, spec.n_embd, init));
     dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));
   }
 
@@ -100,8 +113,8 @@ class FeedForward : public torch::nn::Module {
 
  private:
   std::string approximate_;  // at::gelu's: "none" (exact) or "tanh"
-  torch::nn::Linear fc_{nullptr};
-  torch::nn::Linear proj_{nullptr};
+  std::shared_ptr<tp::Linear> fc_;
+  std::shared_ptr<tp::Linear> proj_;
   torch::nn::Dropout dropout_{nullptr};
 };
 
@@ -130,7 +143,7 @@ class DecoderLayer : public torch::nn::Module {
 class Gpt : public torch::nn::Module, public HasUnits, public TextModel {
  public:
   Gpt(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("GPT"), TextModel(spec, "GPT") {
-    wte_ = register_module("wte", built(torch::nn::Embedding(spec.vocab_size, spec.n_embd), init));
+    wte_ = register_module("wte", built(std::make_shared<tp::Embedding>(spec.vocab_size, spec.n_embd), init));
     wpe_ = register_module("wpe", built(torch::nn::Embedding(spec.block_size, spec.n_embd), init));
     dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));
     blocks_ = register_module("blocks", torch::nn::ModuleList());
@@ -158,9 +171,29 @@ class Gpt : public torch::nn::Module, public HasUnits, public TextModel {
       x = units().run(layer, x, [&layer, cache, i](const at::Tensor& in) { return layer.forward(in, cache, i); });
     }
     x = ln_f_->forward(x);
-    // Tied head: the token embedding read backwards, one parameter for both.
-    return at::matmul(x, wte_->weight.t());
+    // Tied head: the token embedding read backwards, one parameter for both
+    // (split: this rank's vocabulary rows, its slice of the logits).
+    return split_head(x, wte_->weight);
   }
+
+  // Megatron's split: heads (the fused q, k, v by blocks), the MLP's width,
+  // the vocabulary's rows (embedding and tied head).
+  tp::Plan plan(int64_t) const override {
+    tp::Style qkv = tp::Style::colwise();
+    qkv.fused_blocks = 3;
+    return {{"blocks.*.attn.qkv", qkv},
+            {"blocks.*.attn.proj", tp::Style::rowwise()},
+            {"blocks.*.mlp.fc", tp::Style::colwise()},
+            {"blocks.*.mlp.proj", tp::Style::rowwise()},
+            {"wte", tp::Style::vocab_rows()}};
+  }
+
+  void check_divisible(int64_t ranks) const override {
+    check_tp_divides(spec_.n_head, "n_head", ranks, "attention splits by heads");
+    check_tp_divides(spec_.vocab_size, "vocab_size", ranks, "the embedding and head split by vocabulary rows");
+  }
+
+  void join(const std::shared_ptr<Communicator>&) override {}
 
   // nanoGPT's GPT-2 initialisation: N(0, 0.02) weights and zero biases, with
   // the projections back into the residual stream scaled by 1/sqrt(2·n_layer)
@@ -184,7 +217,7 @@ class Gpt : public torch::nn::Module, public HasUnits, public TextModel {
     }
   }
 
-  torch::nn::Embedding wte_{nullptr};
+  std::shared_ptr<tp::Embedding> wte_;
   torch::nn::Embedding wpe_{nullptr};
   torch::nn::Dropout dropout_{nullptr};
   torch::nn::ModuleList blocks_{nullptr};

@@ -28,15 +28,29 @@
 #include "models/deferred.hpp"
 #include "models/families.hpp"
 #include "models/rope.hpp"
+#include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/models.hpp"
+#include "mpiaccel/tensor_parallel.hpp"
 #include "mpiaccel/unit.hpp"
 
 namespace mpiaccel::detail {
 namespace {
 
-torch::nn::Linear linear(int64_t in, int64_t out, bool bias, const ModelInit& init) {
-  return built(torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)), init);
+std::shared_ptr<tp::Linear> linear(int64_t in, int64_t out, bool bias, const ModelInit& init) {
+  return built(std::make_shared<tp::Linear>(in, out, bias), init);
+}
+
+// The input of several column-parallel layers enters the region once.
+at::Tensor enter_region(const at::Tensor& x, const std::shared_ptr<Communicator>& tp) {
+  return tp ? tp::copy_to_parallel(x, tp) : x;
+}
+
+// A Colwise style for a layer whose input entered the region already.
+tp::Style colwise_in_region() {
+  tp::Style style = tp::Style::colwise();
+  style.input_in_region = true;
+  return style;
 }
 
 // Each kv head serves n_rep consecutive query heads: [B, kv, T, D] -> [B, kv·n_rep, T, D].
@@ -72,12 +86,12 @@ class LlamaAttention : public torch::nn::Module {
  public:
   LlamaAttention(const ModelSpec& spec, const ModelInit& init)
       : torch::nn::Module("LlamaAttention"),
-        heads_(spec.n_head), kv_heads_(spec.kv_heads()), head_dim_(spec.head_width()), dropout_(spec.dropout) {
+        kv_heads_(spec.kv_heads()), head_dim_(spec.head_width()), dropout_(spec.dropout) {
     const bool bias = spec.attention_bias;
-    q_proj_ = register_module("q_proj", linear(spec.n_embd, heads_ * head_dim_, bias, init));
+    q_proj_ = register_module("q_proj", linear(spec.n_embd, spec.n_head * head_dim_, bias, init));
     k_proj_ = register_module("k_proj", linear(spec.n_embd, kv_heads_ * head_dim_, bias, init));
     v_proj_ = register_module("v_proj", linear(spec.n_embd, kv_heads_ * head_dim_, bias, init));
-    o_proj_ = register_module("o_proj", linear(heads_ * head_dim_, spec.n_embd, bias, init));
+    o_proj_ = register_module("o_proj", linear(spec.n_head * head_dim_, spec.n_embd, bias, init));
   }
 
   /// `cos`, `sin`: the rotary tables of x's positions. With `cache`, x's
@@ -85,22 +99,51 @@ class LlamaAttention : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, KvCache* cache,
                      size_t layer) {
     const int64_t batch = x.size(0), time = x.size(1);
-    auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({batch, time, n, head_dim_}).transpose(1, 2); };
-    const at::Tensor q = apply_rotary(heads(q_proj_->forward(x), heads_), cos, sin);
-    at::Tensor k = apply_rotary(heads(k_proj_->forward(x), kv_heads_), cos, sin);
-    at::Tensor v = heads(v_proj_->forward(x), kv_heads_);
+    auto heads = [&](const at::Tensor& t) {
+      return t.view({batch, time, t.size(-1) / head_dim_, head_dim_}).transpose(1, 2);
+    };
+    const at::Tensor in = enter_region(x, tp_);
+    const at::Tensor q = apply_rotary(heads(q_proj_->forward(in)), cos, sin);
+    at::Tensor k = apply_rotary(key_value_heads(*k_proj_, in, heads), cos, sin);
+    at::Tensor v = key_value_heads(*v_proj_, in, heads);
     if (cache) std::tie(k, v) = cache->append(layer, k, v);
-    k = repeat_kv(k, heads_ / kv_heads_);
-    v = repeat_kv(v, heads_ / kv_heads_);
+    k = repeat_kv(k, q.size(1) / k.size(1));
+    v = repeat_kv(v, q.size(1) / v.size(1));
     const double dropout = is_training() ? dropout_ : 0.0;
-    const at::Tensor y = cache ? attention_after_cache(q, k, v) : causal_attention(q, k, v, dropout);
-    return o_proj_->forward(y.transpose(1, 2).reshape({batch, time, heads_ * head_dim_}));
+    at::Tensor y;
+    if (cache) {
+      y = attention_after_cache(q, k, v);
+    } else {
+      tp::RegionRng own_heads(q.device());  // a split model's heads draw their own dropout
+      y = causal_attention(q, k, v, dropout);
+    }
+    return o_proj_->forward(y.transpose(1, 2).reshape({batch, time, q.size(1) * head_dim_}));
+  }
+
+  /// Split over `group` (after the plan split q, o, and k, v when they have
+  /// heads enough): with fewer key/value heads than ranks, every rank holds
+  /// them all and uses the one its query heads share.
+  void join(const std::shared_ptr<Communicator>& group) {
+    tp_ = group;
+    if (kv_heads_ < group->size()) shared_kv_head_ = group->rank() * kv_heads_ / group->size();
   }
 
  private:
-  int64_t heads_, kv_heads_, head_dim_;
+  // The key or value heads this rank's query heads use, [B, kv, T, D].
+  template <class Heads>
+  at::Tensor key_value_heads(tp::Linear& proj, const at::Tensor& in, const Heads& heads) {
+    if (shared_kv_head_ < 0) return heads(proj.forward(in));
+    // Each rank's use is part of the whole gradient: summed over the group.
+    const at::Tensor bias = proj.bias.defined() ? tp::sum_grad_over(proj.bias, tp_) : at::Tensor();
+    const at::Tensor all = heads(at::linear(in, tp::sum_grad_over(proj.weight, tp_), bias));
+    return all.narrow(1, shared_kv_head_, 1);
+  }
+
+  int64_t kv_heads_, head_dim_;
   double dropout_;
-  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+  std::shared_ptr<Communicator> tp_;
+  int64_t shared_kv_head_ = -1;  // >= 0: the one kv head of this rank, held whole
+  std::shared_ptr<tp::Linear> q_proj_, k_proj_, v_proj_, o_proj_;
 };
 
 /// down(silu(gate(x)) · up(x)).
@@ -114,11 +157,15 @@ class LlamaMLP : public torch::nn::Module {
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    return down_proj_->forward(at::silu(gate_proj_->forward(x)) * up_proj_->forward(x));
+    const at::Tensor in = enter_region(x, tp_);
+    return down_proj_->forward(at::silu(gate_proj_->forward(in)) * up_proj_->forward(in));
   }
 
+  void join(const std::shared_ptr<Communicator>& group) { tp_ = group; }
+
  private:
-  torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
+  std::shared_ptr<Communicator> tp_;
+  std::shared_ptr<tp::Linear> gate_proj_, up_proj_, down_proj_;
 };
 
 /// The unit FSDP wraps: x + attn(norm(x)), then x + mlp(norm(x)).
@@ -137,6 +184,11 @@ class LlamaDecoderLayer : public torch::nn::Module {
     return h + mlp_->forward(post_attention_layernorm_->forward(h));
   }
 
+  void join(const std::shared_ptr<Communicator>& group) {
+    self_attn_->join(group);
+    mlp_->join(group);
+  }
+
   static std::shared_ptr<LlamaRMSNorm> norm(const ModelSpec& spec, const ModelInit& init) {
     return built(std::make_shared<LlamaRMSNorm>(spec.n_embd, spec.rms_norm_eps), init);
   }
@@ -151,7 +203,8 @@ class LlamaDecoderLayer : public torch::nn::Module {
 class LlamaModel : public torch::nn::Module {
  public:
   LlamaModel(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("LlamaModel") {
-    embed_tokens = register_module("embed_tokens", built(torch::nn::Embedding(spec.vocab_size, spec.n_embd), init));
+    embed_tokens =
+        register_module("embed_tokens", built(std::make_shared<tp::Embedding>(spec.vocab_size, spec.n_embd), init));
     layers_list = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < spec.n_layer; ++i) {
       layers.push_back(std::make_shared<LlamaDecoderLayer>(spec, init));
@@ -160,7 +213,7 @@ class LlamaModel : public torch::nn::Module {
     norm = register_module("norm", LlamaDecoderLayer::norm(spec, init));
   }
 
-  torch::nn::Embedding embed_tokens{nullptr};
+  std::shared_ptr<tp::Embedding> embed_tokens;
   torch::nn::ModuleList layers_list{nullptr};
   std::vector<std::shared_ptr<LlamaDecoderLayer>> layers;
   std::shared_ptr<LlamaRMSNorm> norm;
@@ -193,7 +246,37 @@ class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public TextM
       });
     }
     x = model_->norm->forward(x);
-    return lm_head_ ? lm_head_->forward(x) : at::matmul(x, model_->embed_tokens->weight.t());
+    return lm_head_ ? lm_head_->forward(x) : split_head(x, model_->embed_tokens->weight);
+  }
+
+  // Megatron's split: query heads (key/value heads too when there are as
+  // many as ranks), the SwiGLU width, the vocabulary's rows.
+  tp::Plan plan(int64_t ranks) const override {
+    const std::string layer = "model.layers.*.";
+    tp::Plan plan{{layer + "self_attn.q_proj", colwise_in_region()},
+                  {layer + "self_attn.o_proj", tp::Style::rowwise()},
+                  {layer + "mlp.gate_proj", colwise_in_region()},
+                  {layer + "mlp.up_proj", colwise_in_region()},
+                  {layer + "mlp.down_proj", tp::Style::rowwise()},
+                  {"model.embed_tokens", tp::Style::vocab_rows()}};
+    if (spec_.kv_heads() >= ranks) plan.push_back({layer + "self_attn.[kv]_proj", colwise_in_region()});
+    if (lm_head_) plan.push_back({"lm_head", tp::Style::colwise()});
+    return plan;
+  }
+
+  void check_divisible(int64_t ranks) const override {
+    check_tp_divides(spec_.n_head, "n_head", ranks, "attention splits by query heads");
+    const int64_t kv = spec_.kv_heads();
+    MPIACCEL_CHECK(kv % ranks == 0 || ranks % kv == 0,
+                   "[model] n_kv_head " + std::to_string(kv) + " and [parallelism] tp_size " + std::to_string(ranks) +
+                       ": one must divide the other (key/value heads split over ranks, or each held by " +
+                       "tp_size / n_kv_head ranks)");
+    check_tp_divides(spec_.swiglu_width(), "intermediate_size", ranks, "the MLP splits by its width");
+    check_tp_divides(spec_.vocab_size, "vocab_size", ranks, "the embedding and head split by vocabulary rows");
+  }
+
+  void join(const std::shared_ptr<Communicator>& group) override {
+    for (const auto& layer : model_->layers) layer->join(group);
   }
 
   // transformers' LlamaPreTrainedModel._init_weights: N(0, 0.02) for every
@@ -214,7 +297,7 @@ class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public TextM
 
   RotaryEmbedding rope_;
   std::shared_ptr<LlamaModel> model_;
-  torch::nn::Linear lm_head_{nullptr};
+  std::shared_ptr<tp::Linear> lm_head_;
 };
 
 std::shared_ptr<Model> make_llama(const ModelSpec& spec, const ModelInit& init) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "models/causal_lm.hpp"
 #include "models/deferred.hpp"
 #include "models/families.hpp"
 #include "mpiaccel/error.hpp"
@@ -50,6 +51,13 @@ std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec
   if (kind == "mlp") return detail::make_mlp(spec, init);
   if (kind == "cnn") return detail::make_cnn(spec, init);
   MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, llama, mlp, cnn");
+}
+
+void tensor_parallelize(Model& model, std::shared_ptr<Communicator> group, bool sequence_parallel) {
+  auto* text = dynamic_cast<detail::TextModel*>(&model);
+  MPIACCEL_CHECK(text != nullptr, "tensor parallelism splits the bundled gpt and llama, not a " + model.kind() +
+                                      "; split a model of your own with tp::parallelize_module");
+  text->parallelize(std::move(group), sequence_parallel);
 }
 
 std::vector<std::string> model_unit_classes(const std::string& kind) {

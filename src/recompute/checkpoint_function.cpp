@@ -17,6 +17,7 @@
 
 #include "mpiaccel/activation_checkpointing.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/tensor_parallel.hpp"
 #include "runtime/torch_compat.hpp"
 
 namespace mpiaccel {
@@ -67,12 +68,15 @@ struct AutocastSnapshot {
 // does): the training run's random sequence does not see the recomputation.
 class ForwardStateScope {
  public:
-  ForwardStateScope(const std::vector<RngSnapshot>& rng, const AutocastSnapshot& autocast)
-      : autocast_before_(AutocastSnapshot::current()) {
+  ForwardStateScope(const std::vector<RngSnapshot>& rng, const at::Tensor& region_rng,
+                    const AutocastSnapshot& autocast)
+      : autocast_before_(AutocastSnapshot::current()), region_rng_before_(tp::RegionRng::state()) {
     for (const RngSnapshot& snap : rng) {
       current_rng_.push_back(snapshot(snap.generator));
       restore(snap);
     }
+    // A tensor-parallel region's own stream too (dropout of this rank's heads).
+    if (region_rng.defined()) tp::RegionRng::set_state(region_rng);
     autocast.apply();
     // Nesting like torch.autocast's __enter__: the cast cache this fills is
     // dropped when the outermost region ends, never kept into the next step.
@@ -82,12 +86,14 @@ class ForwardStateScope {
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
     autocast_before_.apply();
     for (const RngSnapshot& snap : current_rng_) restore(snap);
+    if (region_rng_before_.defined()) tp::RegionRng::set_state(region_rng_before_);
   }
   ForwardStateScope(const ForwardStateScope&) = delete;
   ForwardStateScope& operator=(const ForwardStateScope&) = delete;
 
  private:
   AutocastSnapshot autocast_before_;
+  at::Tensor region_rng_before_;
   std::vector<RngSnapshot> current_rng_;
 };
 
@@ -97,6 +103,7 @@ struct RecomputeState : torch::CustomClassHolder {
   UnitForward forward;
   std::vector<at::Tensor> params;
   std::vector<RngSnapshot> rng;
+  at::Tensor region_rng;  ///< tp::RegionRng's stream (undefined without tensor parallelism)
   AutocastSnapshot autocast;
   std::shared_ptr<std::atomic<int64_t>> recomputations;
 };
@@ -110,6 +117,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     state->rng.push_back(snapshot(at::detail::getDefaultCPUGenerator()));
     if (input.is_cuda())
       state->rng.push_back(snapshot(at::globalContext().defaultGenerator(input.device())));
+    state->region_rng = tp::RegionRng::state();
     state->autocast = AutocastSnapshot::current();
     ctx->save_for_backward({input});
     at::Tensor output = state->forward(input);
@@ -128,7 +136,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     detached.requires_grad_(input.requires_grad());
     at::Tensor output;
     {
-      ForwardStateScope scope(state->rng, state->autocast);
+      ForwardStateScope scope(state->rng, state->region_rng, state->autocast);
       at::AutoGradMode enable_grad(true);
       output = state->forward(detached);
     }

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
@@ -35,6 +36,22 @@ at::Tensor gathered(const at::Tensor& x, int64_t dim, Communicator& group) {
 }
 
 int64_t wrapped(int64_t dim, const at::Tensor& x) { return dim < 0 ? dim + x.dim() : dim; }
+
+void check_divides(int64_t n, int64_t dim, const Communicator& group) {
+  MPIACCEL_CHECK(n % group.size() == 0, "tensor parallelism: dimension " + std::to_string(dim) + " of size " +
+                                            std::to_string(n) + " does not divide by the " +
+                                            std::to_string(group.size()) + " tensor-parallel ranks");
+}
+
+// The sum over the group of `x`, this rank's block of `dim`.
+at::Tensor reduce_scattered(const at::Tensor& x, int64_t dim, Communicator& group) {
+  check_divides(x.size(dim), dim, group);
+  const std::vector<at::Tensor> parts = x.chunk(group.size(), dim);
+  const at::Tensor blocks = at::stack(parts).contiguous();  // [size, part...]
+  at::Tensor out = at::empty(parts[0].sizes(), x.options());
+  group.reduce_scatter(out.view({-1}), blocks.view({-1}), ReduceOp::Sum);
+  return out;
+}
 
 struct CopyToParallel : torch::autograd::Function<CopyToParallel> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::intrusive_ptr<GroupCapsule> g) {
@@ -81,14 +98,61 @@ struct ScatterToParallel : torch::autograd::Function<ScatterToParallel> {
   }
 };
 
+struct GatherFromSequence : torch::autograd::Function<GatherFromSequence> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim,
+                            c10::intrusive_ptr<GroupCapsule> g) {
+    ctx->saved_data["dim"] = dim;
+    const at::Tensor out = gathered(x, dim, *g->group);
+    ctx->saved_data["group"] = at::IValue::make_capsule(std::move(g));
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const int64_t dim = ctx->saved_data["dim"].toInt();
+    return {reduce_scattered(grads.at(0), dim, *GroupCapsule::from(ctx)), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct ReduceScatterToSequence : torch::autograd::Function<ReduceScatterToSequence> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim,
+                            c10::intrusive_ptr<GroupCapsule> g) {
+    ctx->saved_data["dim"] = dim;
+    const at::Tensor out = reduce_scattered(x, dim, *g->group);
+    ctx->saved_data["group"] = at::IValue::make_capsule(std::move(g));
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const int64_t dim = ctx->saved_data["dim"].toInt();
+    return {gathered(grads.at(0), dim, *GroupCapsule::from(ctx)), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
+
+at::Tensor local_rows_of_blocks(const at::Tensor& full, int64_t blocks, const Communicator& group) {
+  if (blocks == 1) return local_slice(full, 0, group);
+  MPIACCEL_CHECK(blocks >= 1 && full.size(0) % blocks == 0,
+                 "tensor parallelism: " + std::to_string(full.size(0)) + " rows are not " + std::to_string(blocks) +
+                     " equal fused blocks");
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& block : full.chunk(blocks, 0)) parts.push_back(local_slice(block, 0, group));
+  return at::cat(parts, 0);
+}
+
+at::Tensor gather_from_sequence(const at::Tensor& x, int64_t dim, const std::shared_ptr<Communicator>& group) {
+  if (group->size() == 1) return x;
+  return GatherFromSequence::apply(x, wrapped(dim, x), GroupCapsule::of(group));
+}
+
+at::Tensor reduce_scatter_to_sequence(const at::Tensor& x, int64_t dim,
+                                      const std::shared_ptr<Communicator>& group) {
+  if (group->size() == 1) return x;
+  return ReduceScatterToSequence::apply(x, wrapped(dim, x), GroupCapsule::of(group));
+}
 
 at::Tensor local_slice(const at::Tensor& full, int64_t dim, const Communicator& group) {
   dim = wrapped(dim, full);
   const int64_t n = full.size(dim);
-  MPIACCEL_CHECK(n % group.size() == 0, "tensor parallelism: dimension " + std::to_string(dim) + " of size " +
-                                            std::to_string(n) + " does not divide by the " +
-                                            std::to_string(group.size()) + " tensor-parallel ranks");
+  check_divides(n, dim, group);
   const int64_t part = n / group.size();
   return full.narrow(dim, group.rank() * part, part);
 }

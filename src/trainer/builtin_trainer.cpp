@@ -111,7 +111,10 @@ std::shared_ptr<Model> build_builtin_model(Accelerator& acc) {
   acc.set_seed(static_cast<uint64_t>(config.distributed.seed));
   ModelInit init;
   std::string why_not;
-  if (deferred_init_allowed(config, why_not) && acc.world_size() > 1) {
+  const bool split = config.parallelism.tp_size > 1;
+  if (split) {
+    // Every rank builds the whole model and keeps its slices (docs/parallelism.md).
+  } else if (deferred_init_allowed(config, why_not) && acc.world_size() > 1) {
     // Rank 0's values are streamed to the others: only rank 0 materialises them.
     init.deferred = !acc.is_main_process();
     init.device = acc.device();
@@ -121,16 +124,19 @@ std::shared_ptr<Model> build_builtin_model(Accelerator& acc) {
   const ModelSpec spec = model_spec(config);
   std::shared_ptr<Model> model = make_model(config.train.model, spec, init);
   if (!config.model.init_from.empty()) init_from_pretrained(acc, *model, spec, config.model.init_from);
+  if (split) tensor_parallelize(*model, acc.mesh().tp(), config.parallelism.sequence_parallel);
   return model;
 }
 
 // [model] init_from: rank 0 reads the pretrained weights; prepare gives every
-// other rank rank 0's parameters, whatever the strategy.
+// other rank rank 0's parameters, whatever the strategy. Under tensor
+// parallelism the first data-parallel rank of each tp position reads them
+// (prepare broadcasts over the data-parallel group, after the split).
 void init_from_pretrained(Accelerator& acc, Model& model, const ModelSpec& spec, const std::string& path) {
   std::string why;
   if (!builtin_model(model.kind()).generates_text) {
     why = "[model] init_from reads Hugging Face weights, for [train] model = gpt or llama only";
-  } else if (acc.is_main_process()) {
+  } else if (acc.mesh().dp()->rank() == 0) {
     try {
       detail::load_hf_model(model.module(), model.kind(), spec, path);
     } catch (const Error& e) {

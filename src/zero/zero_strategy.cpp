@@ -130,10 +130,10 @@ at::Tensor ZeroStrategy::device_shard_grad(size_t i) const {
 double ZeroStrategy::grad_norm() {
   require_prepared("grad_norm()");
   // Stage 1: every rank holds the same averaged gradients.
-  if (all_reducer_) return local_grad_norm(sharded_.params);
+  if (all_reducer_) return local_grad_norm(counted_only(sharded_.params, sharded_.params));
   std::vector<at::Tensor> shard_grads;
   for (size_t i = 0; i < sharded_.params.size(); ++i) shard_grads.push_back(shard_reducer_->shard_grad(i));
-  return sharded_grad_norm(*comm_, shard_grads);
+  return sharded_grad_norm(*comm_, counted_only(sharded_.params, shard_grads));
 }
 
 void ZeroStrategy::scale_grads(double factor) {

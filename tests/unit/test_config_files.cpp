@@ -131,14 +131,19 @@ BOOST_AUTO_TEST_CASE(accelerate_yaml_equals_its_ini) {
   BOOST_TEST(resolved.moot[0].source_key == "compute_environment");
 }
 
-BOOST_AUTO_TEST_CASE(accelerate_parallelism_config_is_hsdp_or_refused) {
+BOOST_AUTO_TEST_CASE(accelerate_parallelism_config_maps_dp_and_tp) {
   const std::string P = "parallelism_config:\n  parallelism_config_dp_replicate_size: 2\n"
                         "  parallelism_config_dp_shard_size: 4\n";
   const auto hsdp = resolve_config({{"a.yaml", "distributed_type: FSDP\nnum_processes: 8\n" + P}});
   BOOST_TEST(hsdp.config.parallelism.dp_replicate_size == 2);
   BOOST_TEST(hsdp.config.parallelism.dp_shard_size == 4);
-  BOOST_TEST(error_of({{"a.yaml", "parallelism_config:\n  parallelism_config_tp_size: 2\n"}}) ==
-             "a.yaml:2: parallelism_config.parallelism_config_tp_size = 2: tensor parallelism is not in mpiaccel "
+  const auto tp = resolve_config({{"a.yaml", "distributed_type: FSDP\nnum_processes: 8\n"
+                                             "parallelism_config:\n  parallelism_config_dp_shard_size: 4\n"
+                                             "  parallelism_config_tp_size: 2\n"}});
+  BOOST_TEST(tp.config.parallelism.tp_size == 2);
+  BOOST_TEST(tp.config.parallelism.dp_shard_size == 4);
+  BOOST_TEST(error_of({{"a.yaml", "parallelism_config:\n  parallelism_config_cp_size: 2\n"}}) ==
+             "a.yaml:2: parallelism_config.parallelism_config_cp_size = 2: context parallelism is not in mpiaccel "
              "yet; accepted: 1");
   BOOST_TEST(error_of({{"a.yaml", "parallelism_config:\n  parallelism_config_dp_replicate_size: 2\n"}}).find(
                  "a.yaml:2: parallelism_config.parallelism_config_dp_replicate_size = 2: replicas without sharding") ==

@@ -100,11 +100,10 @@ std::string job_mesh(const std::vector<std::string>& args, Communicator& world, 
   ProgramArgs parsed = parse_program_args(static_cast<int>(argv.size()), argv.data());
   if (parsed.config_paths.empty() && access(default_config_path().c_str(), R_OK) == 0)
     parsed.config_paths.push_back(default_config_path());
-  const int64_t most = world.all_reduce_int(rt.local_size(), ReduceOp::Max);
-  const int64_t least = world.all_reduce_int(rt.local_size(), ReduceOp::Min);
+  const int64_t ranks_per_node = uniform_ranks_per_node(world, rt.local_size());
   try {
     const Config config = load_config(world, parsed.config_paths, parsed.overrides);
-    *shape = mesh_shape_of(config, world.size(), most == least ? most : 0);
+    *shape = mesh_shape_of(config, world.size(), ranks_per_node);
     return shape->describe();
   } catch (const Error& e) {
     return "none: " + e.message();

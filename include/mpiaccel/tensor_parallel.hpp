@@ -98,6 +98,21 @@ struct Style {
   static Style vocab_rows() { return Style{Kind::VocabRows}; }
 };
 
+/// While alive, on this thread, layers split with `sequence_parallel` run as
+/// without it: a forward over one new position (generation through a KV
+/// cache) has no sequence to split. Nests.
+class WholeSequence {
+ public:
+  WholeSequence();
+  ~WholeSequence();
+  WholeSequence(const WholeSequence&) = delete;
+  WholeSequence& operator=(const WholeSequence&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 /// What torch::nn::Linear is (same options, parameter names "weight" and
 /// "bias", same initialisation, Module::name() "Linear"), until a plan
 /// splits it: then it holds its slice and its forward communicates as its

@@ -50,6 +50,29 @@ class CausalLm {
   virtual at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) = 0;
 };
 
+/// How a split model's layers run now (tensor_parallelize): the group (null
+/// when the model is not split) and whether the residual stream is this
+/// rank's sequence shard (sequence parallelism, outside generation).
+struct SplitContext {
+  std::shared_ptr<Communicator> tp;
+  bool sequence_sharded = false;
+
+  /// The residual stream `x` into a tensor-parallel region: all-gathered
+  /// along the sequence when sharded, else whole with its gradient summed.
+  at::Tensor enter(const at::Tensor& x) const;
+  /// A parameter every rank holds whole: on a sequence shard each rank's
+  /// gradient is part of the whole, summed over the group.
+  at::Tensor shared(const at::Tensor& param) const;
+  /// Dropout of `x`: on a sequence shard from this rank's own stream
+  /// (tp::RegionRng), on the whole stream from the group's common one.
+  template <class Dropout>
+  at::Tensor dropout(Dropout& d, const at::Tensor& x) const {
+    if (!sequence_sharded) return d->forward(x);
+    tp::RegionRng own_shard(x.device());
+    return d->forward(x);
+  }
+};
+
 /// Throws Error unless `value` ([model] `key`) divides by `ranks`
 /// ([parallelism] tp_size); `why` says what the split needs.
 void check_tp_divides(int64_t value, const std::string& key, int64_t ranks, const std::string& why);
@@ -87,12 +110,20 @@ class TextModel : public Model, public CausalLm {
   /// After the plan split the layers: the modules that communicate
   /// themselves (attention, MLP) take the group.
   virtual void join(const std::shared_ptr<Communicator>& group) = 0;
-  /// The split head's logits of the final hidden states `x` (replicated):
-  /// x enters the region once; the weight is this rank's vocabulary rows.
-  at::Tensor split_head(const at::Tensor& x, const at::Tensor& weight) const;
+  /// The split head's logits of the final hidden states `x` (the residual
+  /// stream): x enters the region once; the weight is this rank's
+  /// vocabulary rows.
+  at::Tensor split_head(const at::Tensor& x, const at::Tensor& weight, const SplitContext& ctx) const;
+  /// The context of a forward over `time` positions (checks that a sequence
+  /// shard divides them).
+  SplitContext split_context(int64_t time) const;
+  /// Positions [first, first + time) of a forward, this rank's shard of them
+  /// when the sequence is sharded.
+  at::Tensor positions_of(int64_t first, int64_t time, const SplitContext& ctx, const at::TensorOptions& options) const;
 
   const ModelSpec spec_;
   std::shared_ptr<Communicator> tp_;  ///< null until parallelize()
+  bool sequence_parallel_ = false;
 
  private:
   std::string name_;  // "GPT", "Llama": for errors

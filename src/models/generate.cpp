@@ -25,6 +25,7 @@ at::Tensor TextModel::loss(const at::Tensor& output, const at::Tensor& target) {
 }
 
 at::Tensor TextModel::forward_cached(const at::Tensor& tokens, KvCache& cache) {
+  const tp::WholeSequence one_position_at_a_time;
   const at::Tensor logits = run(tokens, &cache);
   return tp_ ? tp::gather_from_parallel(logits, -1, tp_) : logits;
 }
@@ -37,15 +38,41 @@ void check_tp_divides(int64_t value, const std::string& key, int64_t ranks, cons
 
 void TextModel::parallelize(std::shared_ptr<Communicator> group, bool sequence_parallel) {
   MPIACCEL_CHECK(group != nullptr && !tp_, name_ + ": tensor_parallelize called twice, or without a group");
-  MPIACCEL_CHECK(!sequence_parallel, name_ + ": [parallelism] sequence_parallel is not built yet; set it to false");
   check_divisible(group->size());
+  sequence_parallel_ = sequence_parallel;  // the plan's styles follow it
   tp::parallelize_module(module(), group, plan(group->size()));
   join(group);
   tp_ = std::move(group);
 }
 
-at::Tensor TextModel::split_head(const at::Tensor& x, const at::Tensor& weight) const {
-  return at::matmul(tp_ ? tp::copy_to_parallel(x, tp_) : x, weight.t());
+at::Tensor TextModel::split_head(const at::Tensor& x, const at::Tensor& weight, const SplitContext& ctx) const {
+  return at::matmul(ctx.enter(x), weight.t());
+}
+
+SplitContext TextModel::split_context(int64_t time) const {
+  SplitContext ctx{tp_, tp_ && sequence_parallel_ && !tp::WholeSequence::active()};
+  MPIACCEL_CHECK(!ctx.sequence_sharded || time % tp_->size() == 0,
+                 "[parallelism] sequence_parallel splits the sequence over the " + std::to_string(tp_->size()) +
+                     " tensor-parallel ranks, but " + name_ + " got " + std::to_string(time) +
+                     " positions; make [train] seq_len a multiple of tp_size");
+  return ctx;
+}
+
+at::Tensor TextModel::positions_of(int64_t first, int64_t time, const SplitContext& ctx,
+                                   const at::TensorOptions& options) const {
+  if (!ctx.sequence_sharded) return at::arange(first, first + time, options);
+  const int64_t part = time / tp_->size();
+  const int64_t mine = first + tp_->rank() * part;
+  return at::arange(mine, mine + part, options);
+}
+
+at::Tensor SplitContext::enter(const at::Tensor& x) const {
+  if (!tp) return x;
+  return sequence_sharded ? tp::gather_from_sequence(x, 1, tp) : tp::copy_to_parallel(x, tp);
+}
+
+at::Tensor SplitContext::shared(const at::Tensor& param) const {
+  return sequence_sharded && param.defined() ? tp::sum_grad_over(param, tp) : param;
 }
 
 int64_t TextModel::first_position(const at::Tensor& input, const KvCache* cache) const {

@@ -44,6 +44,21 @@ torch::nn::LayerNorm layer_norm(int64_t width) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}));
 }
 
+// A LayerNorm of the residual stream; on a sequence shard its parameters'
+// gradients are summed over the group.
+at::Tensor normed(torch::nn::LayerNorm& norm, const at::Tensor& x, const SplitContext& ctx) {
+  if (!ctx.sequence_sharded) return norm->forward(x);
+  const auto& o = norm->options;
+  return at::layer_norm(x, o.normalized_shape(), ctx.shared(norm->weight), ctx.shared(norm->bias), o.eps());
+}
+
+// A column-parallel layer whose input the block brings into the region.
+tp::Style colwise_in_region() {
+  tp::Style style = tp::Style::colwise();
+  style.input_in_region = true;
+  return style;
+}
+
 std::shared_ptr<tp::Linear> linear(int64_t in, int64_t out, const ModelInit& init) {
   return built(std::make_shared<tp::Linear>(in, out), init);
 }
@@ -64,11 +79,12 @@ class CausalSelfAttention : public torch::nn::Module {
   }
 
   /// With `cache`, x's positions follow the cached ones and extend them (layer `layer`).
-  at::Tensor forward(const at::Tensor& x, KvCache* cache, size_t layer) {
-    const int64_t batch = x.size(0);
-    const int64_t time = x.size(1);
+  at::Tensor forward(const at::Tensor& x, KvCache* cache, size_t layer, const SplitContext& ctx) {
+    const at::Tensor in = ctx.enter(x);  // the whole sequence
+    const int64_t batch = in.size(0);
+    const int64_t time = in.size(1);
     const int64_t width = qkv_->out_features() / 3;  // this rank's heads' width
-    std::vector<at::Tensor> qkv = qkv_->forward(x).split(width, 2);
+    std::vector<at::Tensor> qkv = qkv_->forward(in).split(width, 2);
     auto heads = [&](const at::Tensor& t) {
       return t.view({batch, time, width / head_dim_, head_dim_}).transpose(1, 2);  // [B, nh, T, hd]
     };
@@ -85,7 +101,7 @@ class CausalSelfAttention : public torch::nn::Module {
       y = causal_attention(q, k, v, dropout);
     }
     y = y.transpose(1, 2).contiguous().view({batch, time, width});
-    return resid_dropout_->forward(proj_->forward(y));
+    return ctx.dropout(resid_dropout_, proj_->forward(y));
   }
 
  private:
@@ -107,8 +123,8 @@ class FeedForward : public torch::nn::Module {
     dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));
   }
 
-  at::Tensor forward(const at::Tensor& x) {
-    return dropout_->forward(proj_->forward(at::gelu(fc_->forward(x), approximate_)));
+  at::Tensor forward(const at::Tensor& x, const SplitContext& ctx) {
+    return ctx.dropout(dropout_, proj_->forward(at::gelu(fc_->forward(ctx.enter(x)), approximate_)));
   }
 
  private:
@@ -128,9 +144,9 @@ class DecoderLayer : public torch::nn::Module {
     mlp_ = register_module("mlp", std::make_shared<FeedForward>(spec, init));
   }
 
-  at::Tensor forward(const at::Tensor& x, KvCache* cache, size_t layer) {
-    at::Tensor h = x + attn_->forward(ln_1_->forward(x), cache, layer);
-    return h + mlp_->forward(ln_2_->forward(h));
+  at::Tensor forward(const at::Tensor& x, KvCache* cache, size_t layer, const SplitContext& ctx) {
+    at::Tensor h = x + attn_->forward(normed(ln_1_, x, ctx), cache, layer, ctx);
+    return h + mlp_->forward(normed(ln_2_, h, ctx), ctx);
   }
 
  private:
@@ -163,29 +179,36 @@ class Gpt : public torch::nn::Module, public HasUnits, public TextModel {
  private:
   at::Tensor run(const at::Tensor& input, KvCache* cache) override {
     const int64_t start = first_position(input, cache);
-    const int64_t time = input.size(1);
-    at::Tensor positions = at::arange(start, start + time, input.options());
-    at::Tensor x = dropout_->forward(wte_->forward(input) + wpe_->forward(positions));
+    const SplitContext ctx = split_context(input.size(1));
+    // On a sequence shard: this rank's positions, each rank's use of the
+    // position table a part of its gradient.
+    const at::Tensor positions = positions_of(start, input.size(1), ctx, input.options());
+    const at::Tensor x0 = wte_->forward(input) + at::embedding(ctx.shared(wpe_->weight), positions);
+    at::Tensor x = ctx.dropout(dropout_, x0);
     for (size_t i = 0; i < layers_.size(); ++i) {
       DecoderLayer& layer = *layers_[i];
-      x = units().run(layer, x, [&layer, cache, i](const at::Tensor& in) { return layer.forward(in, cache, i); });
+      x = units().run(layer, x, [&layer, cache, i, ctx](const at::Tensor& in) { return layer.forward(in, cache, i, ctx); });
     }
-    x = ln_f_->forward(x);
+    x = normed(ln_f_, x, ctx);
     // Tied head: the token embedding read backwards, one parameter for both
     // (split: this rank's vocabulary rows, its slice of the logits).
-    return split_head(x, wte_->weight);
+    return split_head(x, wte_->weight, ctx);
   }
 
   // Megatron's split: heads (the fused q, k, v by blocks), the MLP's width,
   // the vocabulary's rows (embedding and tied head).
   tp::Plan plan(int64_t) const override {
-    tp::Style qkv = tp::Style::colwise();
+    tp::Style qkv = colwise_in_region();
     qkv.fused_blocks = 3;
+    // Sequence parallelism: the row-parallel outputs and the embedding are
+    // reduce-scattered along the sequence instead of all-reduced.
+    tp::Style rowwise = tp::Style::rowwise(), vocab = tp::Style::vocab_rows();
+    rowwise.sequence_parallel = vocab.sequence_parallel = sequence_parallel_;
     return {{"blocks.*.attn.qkv", qkv},
-            {"blocks.*.attn.proj", tp::Style::rowwise()},
-            {"blocks.*.mlp.fc", tp::Style::colwise()},
-            {"blocks.*.mlp.proj", tp::Style::rowwise()},
-            {"wte", tp::Style::vocab_rows()}};
+            {"blocks.*.attn.proj", rowwise},
+            {"blocks.*.mlp.fc", colwise_in_region()},
+            {"blocks.*.mlp.proj", rowwise},
+            {"wte", vocab}};
   }
 
   void check_divisible(int64_t ranks) const override {

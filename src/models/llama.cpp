@@ -41,11 +41,6 @@ std::shared_ptr<tp::Linear> linear(int64_t in, int64_t out, bool bias, const Mod
   return built(std::make_shared<tp::Linear>(in, out, bias), init);
 }
 
-// The input of several column-parallel layers enters the region once.
-at::Tensor enter_region(const at::Tensor& x, const std::shared_ptr<Communicator>& tp) {
-  return tp ? tp::copy_to_parallel(x, tp) : x;
-}
-
 // A Colwise style for a layer whose input entered the region already.
 tp::Style colwise_in_region() {
   tp::Style style = tp::Style::colwise();
@@ -69,10 +64,10 @@ class LlamaRMSNorm : public torch::nn::Module {
     weight = register_parameter("weight", at::ones({width}));
   }
 
-  at::Tensor forward(const at::Tensor& x) {
+  at::Tensor forward(const at::Tensor& x, const SplitContext& ctx) {
     const at::Tensor h = x.to(at::kFloat);
     const at::Tensor normed = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-    return weight * normed.to(x.scalar_type());
+    return ctx.shared(weight) * normed.to(x.scalar_type());
   }
 
   at::Tensor weight;
@@ -97,12 +92,12 @@ class LlamaAttention : public torch::nn::Module {
   /// `cos`, `sin`: the rotary tables of x's positions. With `cache`, x's
   /// positions follow the cached ones and extend them (layer `layer`).
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, KvCache* cache,
-                     size_t layer) {
-    const int64_t batch = x.size(0), time = x.size(1);
+                     size_t layer, const SplitContext& ctx) {
+    const at::Tensor in = ctx.enter(x);  // the whole sequence
+    const int64_t batch = in.size(0), time = in.size(1);
     auto heads = [&](const at::Tensor& t) {
       return t.view({batch, time, t.size(-1) / head_dim_, head_dim_}).transpose(1, 2);
     };
-    const at::Tensor in = enter_region(x, tp_);
     const at::Tensor q = apply_rotary(heads(q_proj_->forward(in)), cos, sin);
     at::Tensor k = apply_rotary(key_value_heads(*k_proj_, in, heads), cos, sin);
     at::Tensor v = key_value_heads(*v_proj_, in, heads);
@@ -156,15 +151,12 @@ class LlamaMLP : public torch::nn::Module {
     down_proj_ = register_module("down_proj", linear(width, spec.n_embd, spec.mlp_bias, init));
   }
 
-  at::Tensor forward(const at::Tensor& x) {
-    const at::Tensor in = enter_region(x, tp_);
+  at::Tensor forward(const at::Tensor& x, const SplitContext& ctx) {
+    const at::Tensor in = ctx.enter(x);
     return down_proj_->forward(at::silu(gate_proj_->forward(in)) * up_proj_->forward(in));
   }
 
-  void join(const std::shared_ptr<Communicator>& group) { tp_ = group; }
-
  private:
-  std::shared_ptr<Communicator> tp_;
   std::shared_ptr<tp::Linear> gate_proj_, up_proj_, down_proj_;
 };
 
@@ -179,15 +171,13 @@ class LlamaDecoderLayer : public torch::nn::Module {
   }
 
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, KvCache* cache,
-                     size_t layer) {
-    const at::Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), cos, sin, cache, layer);
-    return h + mlp_->forward(post_attention_layernorm_->forward(h));
+                     size_t layer, const SplitContext& ctx) {
+    const at::Tensor h =
+        x + self_attn_->forward(input_layernorm_->forward(x, ctx), cos, sin, cache, layer, ctx);
+    return h + mlp_->forward(post_attention_layernorm_->forward(h, ctx), ctx);
   }
 
-  void join(const std::shared_ptr<Communicator>& group) {
-    self_attn_->join(group);
-    mlp_->join(group);
-  }
+  void join(const std::shared_ptr<Communicator>& group) { self_attn_->join(group); }
 
   static std::shared_ptr<LlamaRMSNorm> norm(const ModelSpec& spec, const ModelInit& init) {
     return built(std::make_shared<LlamaRMSNorm>(spec.n_embd, spec.rms_norm_eps), init);
@@ -236,31 +226,37 @@ class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public TextM
   at::Tensor run(const at::Tensor& input, KvCache* cache) override {
     const int64_t start = first_position(input, cache);
     const int64_t time = input.size(1);
-    at::Tensor x = model_->embed_tokens->forward(input);
+    const SplitContext ctx = split_context(time);
+    at::Tensor x = model_->embed_tokens->forward(input);  // a sequence shard under sequence parallelism
+    // Attention sees the whole sequence: the rotary tables of all its positions.
     const std::pair<at::Tensor, at::Tensor> rotary = rope_.cos_sin(start, time, x.device(), x.scalar_type());
     for (size_t i = 0; i < model_->layers.size(); ++i) {
       LlamaDecoderLayer& layer = *model_->layers[i];
       // By value: activation checkpointing runs this again in backward, after run() returned.
-      x = units().run(layer, x, [&layer, rotary, cache, i](const at::Tensor& in) {
-        return layer.forward(in, rotary.first, rotary.second, cache, i);
+      x = units().run(layer, x, [&layer, rotary, cache, i, ctx](const at::Tensor& in) {
+        return layer.forward(in, rotary.first, rotary.second, cache, i, ctx);
       });
     }
-    x = model_->norm->forward(x);
-    return lm_head_ ? lm_head_->forward(x) : split_head(x, model_->embed_tokens->weight);
+    x = model_->norm->forward(x, ctx);
+    return lm_head_ ? lm_head_->forward(x) : split_head(x, model_->embed_tokens->weight, ctx);
   }
 
   // Megatron's split: query heads (key/value heads too when there are as
   // many as ranks), the SwiGLU width, the vocabulary's rows.
   tp::Plan plan(int64_t ranks) const override {
     const std::string layer = "model.layers.*.";
+    // Sequence parallelism: the row-parallel outputs and the embedding are
+    // reduce-scattered along the sequence, the head's input all-gathered.
+    tp::Style rowwise = tp::Style::rowwise(), vocab = tp::Style::vocab_rows(), head = tp::Style::colwise();
+    rowwise.sequence_parallel = vocab.sequence_parallel = head.sequence_parallel = sequence_parallel_;
     tp::Plan plan{{layer + "self_attn.q_proj", colwise_in_region()},
-                  {layer + "self_attn.o_proj", tp::Style::rowwise()},
+                  {layer + "self_attn.o_proj", rowwise},
                   {layer + "mlp.gate_proj", colwise_in_region()},
                   {layer + "mlp.up_proj", colwise_in_region()},
-                  {layer + "mlp.down_proj", tp::Style::rowwise()},
-                  {"model.embed_tokens", tp::Style::vocab_rows()}};
+                  {layer + "mlp.down_proj", rowwise},
+                  {"model.embed_tokens", vocab}};
     if (spec_.kv_heads() >= ranks) plan.push_back({layer + "self_attn.[kv]_proj", colwise_in_region()});
-    if (lm_head_) plan.push_back({"lm_head", tp::Style::colwise()});
+    if (lm_head_) plan.push_back({"lm_head", head});
     return plan;
   }
 

@@ -66,7 +66,13 @@ void copy_part(at::Tensor& target, const at::Tensor& full, const Style& style, c
   target.copy_(part.reshape(target.sizes()));
 }
 
+thread_local bool whole_sequence = false;
+
 }  // namespace
+
+WholeSequence::WholeSequence() : previous_(whole_sequence) { whole_sequence = true; }
+WholeSequence::~WholeSequence() { whole_sequence = previous_; }
+bool WholeSequence::active() { return whole_sequence; }
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias, const std::string& module_name)
     : torch::nn::Module(module_name) {
@@ -87,18 +93,23 @@ void Linear::parallelize(const Style& style, std::shared_ptr<Communicator> group
 
 at::Tensor Linear::forward(const at::Tensor& x) {
   if (!group_) return at::linear(x, weight, bias);
+  const bool sequence_parallel = style_.sequence_parallel && !WholeSequence::active();
   if (style_.kind == Style::Kind::Colwise) {
     at::Tensor input = x;
     if (!style_.input_in_region)
-      input = style_.sequence_parallel ? gather_from_sequence(x, 1, group_) : copy_to_parallel(x, group_);
+      input = sequence_parallel ? gather_from_sequence(x, 1, group_) : copy_to_parallel(x, group_);
     const at::Tensor y = at::linear(input, flat_blocks(weight, style_), flat_blocks(bias, style_));
     return style_.gather_output ? gather_from_parallel(y, -1, group_) : y;
   }
   const at::Tensor input = style_.input_is_parallel ? x : scatter_to_parallel(x, -1, group_);
   const at::Tensor partial = at::linear(input, weight);
-  at::Tensor y = style_.sequence_parallel ? reduce_scatter_to_sequence(partial, 1, group_)
-                                          : reduce_from_parallel(partial, group_);
-  return bias.defined() ? y + bias : y;
+  if (!sequence_parallel) {
+    const at::Tensor y = reduce_from_parallel(partial, group_);
+    return bias.defined() ? y + bias : y;
+  }
+  // Each rank adds the bias to its own shard: its gradient is part of the whole.
+  const at::Tensor y = reduce_scatter_to_sequence(partial, 1, group_);
+  return bias.defined() ? y + sum_grad_over(bias, group_) : y;
 }
 
 void Linear::load_full(const at::Tensor& w, const at::Tensor& b) {
@@ -131,8 +142,8 @@ at::Tensor Embedding::forward(const at::Tensor& tokens) {
     const at::Tensor local = (tokens - first_).masked_fill(outside, 0);
     looked_up = at::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0);
   }
-  return style_.sequence_parallel ? reduce_scatter_to_sequence(looked_up, 1, group_)
-                                  : reduce_from_parallel(looked_up, group_);
+  return style_.sequence_parallel && !WholeSequence::active() ? reduce_scatter_to_sequence(looked_up, 1, group_)
+                                                              : reduce_from_parallel(looked_up, group_);
 }
 
 void Embedding::load_full(const at::Tensor& w) {

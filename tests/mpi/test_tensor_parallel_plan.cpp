@@ -4,7 +4,8 @@
 // a plan by module-name pattern (column- then row-parallel, a fused q, k, v
 // projection split block by block), the parameters it reports as split, the
 // sequence-parallel collectives (all-gather / reduce-scatter along the
-// sequence) and their adjoints, the plan's one-line errors, and RegionRng's
+// sequence) and their adjoints, a sequence-parallel MLP on shards (and whole
+// inside WholeSequence), the plan's one-line errors, and RegionRng's
 // per-rank streams. Outputs and gradients agree within 1e-5.
 #define BOOST_TEST_MODULE tensor_parallel_plan
 #include "support/mpi_test.hpp"
@@ -135,6 +136,36 @@ BOOST_AUTO_TEST_CASE(sequence_parallel_collectives_and_their_adjoints) {
   MPIACCEL_CHECK_ALL(distance(reduced, shard0 * rank_sum) <= kTolerance);
   reduced.backward(shard0);
   MPIACCEL_CHECK_ALL(at::equal(partial.grad(), tp::gather_from_sequence(shard0, 1, group)));
+}
+
+BOOST_AUTO_TEST_CASE(sequence_parallel_mlp_on_shards_equals_the_unsplit_one) {
+  const auto group = world_ptr();
+  torch::manual_seed(13);
+  auto fc = std::make_shared<tp::Linear>(12, 24), proj = std::make_shared<tp::Linear>(24, 12);
+  torch::manual_seed(13);
+  auto fc_tp = std::make_shared<tp::Linear>(12, 24), proj_tp = std::make_shared<tp::Linear>(24, 12);
+  tp::Style colwise = tp::Style::colwise(), rowwise = tp::Style::rowwise();
+  colwise.sequence_parallel = rowwise.sequence_parallel = true;
+  fc_tp->parallelize(colwise, group);
+  proj_tp->parallelize(rowwise, group);
+
+  const at::Tensor x0 = torch::randn({2, 4 * group->size(), 12});
+  at::Tensor x = x0.clone().requires_grad_(true);
+  at::Tensor shard = tp::local_slice(x0, 1, *group).clone().requires_grad_(true);
+  const at::Tensor y = proj->forward(at::gelu(fc->forward(x)));
+  const at::Tensor y_shard = proj_tp->forward(at::gelu(fc_tp->forward(shard)));  // this rank's positions
+  MPIACCEL_CHECK_ALL(distance(y_shard, tp::local_slice(y, 1, *group)) <= kTolerance);
+  const at::Tensor upstream = torch::randn(y.sizes());
+  y.backward(upstream);
+  y_shard.backward(tp::local_slice(upstream, 1, *group).contiguous());
+  MPIACCEL_CHECK_ALL(distance(shard.grad(), tp::local_slice(x.grad(), 1, *group)) <= kTolerance);
+  // The bias every rank adds to its own shard: the whole gradient on each.
+  MPIACCEL_CHECK_ALL(distance(proj_tp->bias.grad(), proj->bias.grad()) <= kTolerance);
+  MPIACCEL_CHECK_ALL(distance(fc_tp->weight.grad(), tp::local_slice(fc->weight.grad(), 0, *group)) <= kTolerance);
+  MPIACCEL_CHECK_ALL(distance(proj_tp->weight.grad(), tp::local_slice(proj->weight.grad(), 1, *group)) <= kTolerance);
+  // Inside WholeSequence the same layers take and give whole sequences.
+  const tp::WholeSequence whole;
+  MPIACCEL_CHECK_ALL(distance(proj_tp->forward(at::gelu(fc_tp->forward(x0))), y) <= kTolerance);
 }
 
 BOOST_AUTO_TEST_CASE(a_plan_that_misses_or_hits_a_stock_module_is_one_line) {

@@ -7,7 +7,10 @@
 # 2 key/value heads are each held by 2 ranks):
 #   tp2 (np 2), tp2 × dp_shard2 under fsdp, tp2 × dp_replicate2 under ddp,
 #   tp4, tp2 × zero-1 and zero-2, fsdp with activation checkpointing and
-#   gradient accumulation, bf16 against np 1's bf16.
+#   gradient accumulation, bf16 against np 1's bf16; and with sequence
+#   parallelism: tp2, tp2 × dp_shard2, tp4, tp2 under ddp with activation
+#   checkpointing (its recomputation replays the collectives and each rank's
+#   dropout stream) and accumulation.
 # Clipping is active (grad_clip 0.3): the norm counts every parameter once.
 # Checkpoints cross meshes: a tp2 × dp_shard2 checkpoint of step 5 resumes at
 # tp4 and under DDP at np 3 (tp 1), a DDP np 3 checkpoint resumes at tp2 ×
@@ -48,6 +51,25 @@ for m in GPT LLAMA; do
   run ${m}_tp4 4 12 $m parallelism.tp_size=4
   compare_runs ${m}_np1 ${m}_tp4 1 10 "${TOL[@]}"
 done
+
+# Sequence parallelism: norms and dropout on sequence shards.
+run GPT_tp2_sp 2 12 GPT parallelism.tp_size=2 parallelism.sequence_parallel=true
+compare_runs GPT_np1 GPT_tp2_sp 1 10 "${TOL[@]}"
+run GPT_tp2_shard2_sp 4 6 GPT parallelism.tp_size=2 parallelism.sequence_parallel=true "${FSDP[@]}"
+compare_runs GPT_np1 GPT_tp2_shard2_sp 1 10 "${TOL[@]}"
+run LLAMA_tp4_sp 4 12 LLAMA parallelism.tp_size=4 parallelism.sequence_parallel=true
+compare_runs LLAMA_np1 LLAMA_tp4_sp 1 10 "${TOL[@]}"
+run LLAMA_tp2_sp_recompute 2 6 LLAMA parallelism.tp_size=2 parallelism.sequence_parallel=true \
+  fsdp.activation_checkpointing=true train.grad_accum_steps=2
+compare_runs LLAMA_np1 LLAMA_tp2_sp_recompute 1 10 "${TOL[@]}"
+
+# Dropout: each rank's heads and sequence shard draw from its own stream,
+# which activation checkpointing replays: the recomputing run equals the
+# storing one.
+run GPT_drop 4 6 GPT model.dropout=0.1 parallelism.tp_size=2 parallelism.sequence_parallel=true "${FSDP[@]}"
+run GPT_drop_recompute 4 6 GPT model.dropout=0.1 parallelism.tp_size=2 parallelism.sequence_parallel=true \
+  "${FSDP[@]}" fsdp.activation_checkpointing=true
+compare_runs GPT_drop GPT_drop_recompute 1 10 1e-6 1e-6
 
 for stage in 1 2; do
   run GPT_tp2_zero$stage 4 6 GPT parallelism.tp_size=2 distributed.strategy=zero zero.stage=$stage
@@ -109,6 +131,8 @@ bad() {  # bad NP EXPECTED EXTRA...
 bad 4 "[parallelism] tp_size 3 does not divide the 4 ranks" parallelism.tp_size=3
 bad 4 "[model] n_head 6 does not divide by [parallelism] tp_size 4" parallelism.tp_size=4 model.n_head=6 model.n_embd=96
 bad 2 "[model] vocab_size 257 does not divide by [parallelism] tp_size 2" parallelism.tp_size=2 model.vocab_size=257
+bad 4 "make [train] seq_len a multiple of tp_size" parallelism.tp_size=4 parallelism.sequence_parallel=true \
+  train.seq_len=30
 bad 4 "[model] n_kv_head 3 and [parallelism] tp_size 4" parallelism.tp_size=4 train.model=llama model.n_head=12 \
   model.n_kv_head=3 model.n_embd=96
 echo PASS

@@ -71,8 +71,10 @@ struct ModelFootprint {
 int64_t shard_elements(const ModelFootprint& model, int world);
 
 /// The footprint of a bundled model in closed form (no model is built, so
-/// any size can be asked). Throws Error for an unknown kind.
-ModelFootprint model_footprint(const std::string& kind, const ModelSpec& spec);
+/// any size can be asked), as one rank of `tp` tensor-parallel ranks holds
+/// it (its slices: docs/parallelism.md). Throws Error for an unknown kind,
+/// and for sizes tp does not divide.
+ModelFootprint model_footprint(const std::string& kind, const ModelSpec& spec, int64_t tp = 1);
 /// The footprint counted from a built model: units are the modules whose
 /// Module::name() is one of `unit_classes`. Exact; what the closed form is
 /// tested against.
@@ -85,8 +87,12 @@ ModelFootprint count_footprint(Model& model, const std::vector<std::string>& uni
 /// 4·B·T·C·element_bytes/2 + 4·B·T·V (fp32 log-probabilities). With
 /// checkpointing: each layer's input B·T·C·element_bytes, plus one layer
 /// recomputed, plus the head. MLP and CNN: the tensors their layers save.
+/// Under tensor parallelism over `tp` ranks (Korthikanti et al., eq. 3-5):
+/// the heads', the MLP's and the logits' tensors 1/tp, the norms', dropout's
+/// and residual's whole, or with `sequence_parallel` 1/tp too.
 int64_t activation_bytes(const std::string& kind, const ModelSpec& spec, int64_t batch,
-                         int64_t element_bytes, bool checkpointing);
+                         int64_t element_bytes, bool checkpointing, int64_t tp = 1,
+                         bool sequence_parallel = false);
 
 /// Optimizer state slots per parameter (fp32 tensors of its shape).
 int64_t optimizer_slots(const OptimizerConfig& optimizer);
@@ -96,7 +102,8 @@ struct MemoryEstimate {
   std::string strategy;       ///< ddp | zero1 | zero2 | fsdp (= zero3)
   bool offload = false;
   std::string precision;      ///< fp32 | bf16 | fp16
-  int world_size = 1;
+  int world_size = 1;          ///< all ranks: data-parallel ranks × tp_size
+  int tp_size = 1;             ///< tensor-parallel ranks: each holds its slices
   int64_t param_bytes = 0;      ///< device: parameters resident between steps
   int64_t grad_bytes = 0;       ///< device
   int64_t optimizer_bytes = 0;  ///< device (incl. the fp32 master in mixed precision)
@@ -116,7 +123,11 @@ struct MemoryEstimate {
 
 /// What else a row depends on.
 struct EstimateSettings {
-  int world_size = 1;
+  int world_size = 1;  ///< the ranks the strategy shards over: the data-parallel ranks
+  /// Tensor parallelism: the model (footprint) is one rank's slices already;
+  /// this scales the activations.
+  int tp_size = 1;
+  bool sequence_parallel = false;
   int64_t optimizer_slots = 2;           ///< AdamW
   bool gradient_as_bucket_view = false;  ///< [ddp]
   /// [ddp] node_shared_params: the ranks sharing one copy of the parameters
@@ -141,8 +152,9 @@ MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spe
 /// The estimate of `config`'s model ([train] model, [model], [train]
 /// seq_len/batch_size, [optimizer], [ddp], [fsdp] activation_checkpointing,
 /// sharding_strategy and reshard_after_forward)
-/// on `world_size` ranks: every strategy, with and without offload, at fp32,
-/// bf16 and fp16.
+/// on `world_size` ranks (with [parallelism] tp_size: its slices, sharded
+/// over the world size / tp_size data-parallel ranks): every strategy, with
+/// and without offload, at fp32, bf16 and fp16.
 std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size);
 
 /// The rows as a table like `accelerate estimate-memory` (sizes in KiB, MiB

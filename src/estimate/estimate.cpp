@@ -35,7 +35,8 @@ MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spe
   row.strategy = strategy == "zero3" ? "fsdp" : strategy;
   row.offload = offload;
   row.precision = precision == "no" ? "fp32" : precision;
-  row.world_size = settings.world_size;
+  row.world_size = settings.world_size * settings.tp_size;
+  row.tp_size = settings.tp_size;
   const int n = settings.world_size;
   const int64_t psi = model.params;
 
@@ -96,19 +97,25 @@ MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spe
   } else {
     MPIACCEL_THROW("strategy '" + strategy + "' is unknown; accepted: ddp, zero1, zero2, zero3, fsdp");
   }
-  row.activation_bytes = activation_bytes(model.kind, spec, settings.batch_size, p, settings.activation_checkpointing);
+  row.activation_bytes = activation_bytes(model.kind, spec, settings.batch_size, p, settings.activation_checkpointing,
+                                          settings.tp_size, settings.sequence_parallel);
   return row;
 }
 
 std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size) {
   const ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
-  const ModelFootprint model = model_footprint(config.train.model, spec);
+  const int64_t tp = config.parallelism.tp_size;
+  MPIACCEL_CHECK(world_size % tp == 0, "estimate-memory: [parallelism] tp_size " + std::to_string(tp) +
+                                           " does not divide the " + std::to_string(world_size) + " ranks");
+  const ModelFootprint model = model_footprint(config.train.model, spec, tp);
   EstimateSettings settings;
-  settings.world_size = world_size;
+  settings.world_size = static_cast<int>(world_size / tp);
+  settings.tp_size = static_cast<int>(tp);
+  settings.sequence_parallel = config.parallelism.sequence_parallel;
   settings.optimizer_slots = optimizer_slots(config.optimizer);
   settings.gradient_as_bucket_view = config.ddp.gradient_as_bucket_view;
   settings.batch_size = config.train.split_batches  // the global batch, split
-                            ? std::max<int64_t>(1, config.train.batch_size / world_size)
+                            ? std::max<int64_t>(1, config.train.batch_size / settings.world_size)
                             : config.train.batch_size;
   settings.activation_checkpointing = config.fsdp.activation_checkpointing;
   settings.reshard_after_forward =

@@ -58,11 +58,17 @@ std::string format_estimate_table(const Config& config, const ModelFootprint& mo
                                   const std::vector<MemoryEstimate>& rows) {
   std::ostringstream out;
   const int world = rows.empty() ? 1 : rows.front().world_size;
+  const int tp = rows.empty() ? 1 : rows.front().tp_size;
   out << "Memory per rank for " << model.kind << ": " << grouped(model.params) << " parameters";
+  if (tp > 1) out << " (one rank's slices at tp " << tp << ")";
   if (model.units > 0)
     out << " (" << model.units << " units, largest " << grouped(model.largest_unit_params) << "; "
         << grouped(model.root_params) << " outside units)";
-  out << ", " << world << " rank" << (world == 1 ? "" : "s") << ", " << config.optimizer.name << ", batch "
+  out << ", " << world << " rank" << (world == 1 ? "" : "s");
+  if (tp > 1)
+    out << " (" << world / tp << " data-parallel × tp " << tp
+        << (config.parallelism.sequence_parallel ? ", sequence parallel" : "") << ")";
+  out << ", " << config.optimizer.name << ", batch "
       << config.train.batch_size;
   if (model.kind == "gpt" || model.kind == "llama") out << " x " << config.train.seq_len << " tokens";
   out << " per rank" << (config.fsdp.activation_checkpointing ? ", activation checkpointing" : "") << "\n";
@@ -115,6 +121,7 @@ std::string format_estimate_json(const Config& config, const ModelFootprint& mod
   out << "{\"model\": {\"kind\": " << json_string(model.kind) << ", \"params\": " << model.params
       << ", \"largest_unit_params\": " << model.largest_unit_params << ", \"root_params\": " << model.root_params
       << ", \"units\": " << model.units << "}, \"world_size\": " << (rows.empty() ? 1 : rows.front().world_size)
+      << ", \"tp_size\": " << (rows.empty() ? 1 : rows.front().tp_size)
       << ", \"optimizer\": " << json_string(config.optimizer.name) << ", \"batch_size\": " << config.train.batch_size
       << ", \"seq_len\": " << config.train.seq_len << ", \"activation_checkpointing\": "
       << (config.fsdp.activation_checkpointing ? "true" : "false") << ", \"rows\": [";

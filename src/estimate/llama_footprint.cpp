@@ -2,6 +2,8 @@
 
 #include "estimate/llama_footprint.hpp"
 
+#include "estimate/split_rows.hpp"
+
 #include <vector>
 
 namespace mpiaccel::detail {
@@ -9,24 +11,21 @@ namespace {
 
 constexpr int64_t kFp32 = 4;
 
-// A Linear [out, in] and, with `bias`, its bias [out]: appended as
-// registered; returns the elements.
-int64_t add_linear(std::vector<ParamRows>& tensors, int64_t in, int64_t out, bool bias) {
-  tensors.push_back({out, in});
-  if (bias) tensors.push_back({out, 1});
-  return in * out + (bias ? out : 0);
-}
-
-// One LlamaDecoderLayer: q, k, v, o, gate, up, down, then the two norms.
-int64_t add_decoder_layer(std::vector<ParamRows>& tensors, const ModelSpec& spec) {
+// One LlamaDecoderLayer as a rank of `t` holds it: q, k, v, o, gate, up,
+// down, then the two norms (key/value heads whole when fewer than ranks).
+int64_t add_decoder_layer(std::vector<ParamRows>& tensors, const ModelSpec& spec, int64_t t) {
+  using detail::LinearSplit;
   const int64_t c = spec.n_embd, q = spec.n_head * spec.head_width(), kv = spec.kv_heads() * spec.head_width();
   const int64_t width = spec.swiglu_width();
-  int64_t n = add_linear(tensors, c, q, spec.attention_bias);
-  n += add_linear(tensors, c, kv, spec.attention_bias);
-  n += add_linear(tensors, c, kv, spec.attention_bias);
-  n += add_linear(tensors, q, c, spec.attention_bias);
-  n += add_linear(tensors, c, width, spec.mlp_bias) + add_linear(tensors, c, width, spec.mlp_bias);
-  n += add_linear(tensors, width, c, spec.mlp_bias);
+  const bool attention_bias = spec.attention_bias, mlp_bias = spec.mlp_bias;
+  const LinearSplit kv_split = spec.kv_heads() >= t ? LinearSplit::Colwise : LinearSplit::Whole;
+  int64_t n = add_split_linear(tensors, c, q, attention_bias, LinearSplit::Colwise, t);
+  n += add_split_linear(tensors, c, kv, attention_bias, kv_split, t);
+  n += add_split_linear(tensors, c, kv, attention_bias, kv_split, t);
+  n += add_split_linear(tensors, q, c, attention_bias, LinearSplit::Rowwise, t);
+  n += add_split_linear(tensors, c, width, mlp_bias, LinearSplit::Colwise, t);
+  n += add_split_linear(tensors, c, width, mlp_bias, LinearSplit::Colwise, t);
+  n += add_split_linear(tensors, width, c, mlp_bias, LinearSplit::Rowwise, t);
   tensors.push_back({c, 1});
   tensors.push_back({c, 1});
   return n + 2 * c;
@@ -34,10 +33,10 @@ int64_t add_decoder_layer(std::vector<ParamRows>& tensors, const ModelSpec& spec
 
 }  // namespace
 
-void llama_footprint(const ModelSpec& spec, ModelFootprint& out) {
-  const int64_t c = spec.n_embd, v = spec.vocab_size;
+void llama_footprint(const ModelSpec& spec, int64_t tp, ModelFootprint& out) {
+  const int64_t c = spec.n_embd, v = spec.vocab_size / tp;  // vocabulary rows split
   out.tensors = {{v, c}};
-  for (int64_t l = 0; l < spec.n_layer; ++l) out.largest_unit_params = add_decoder_layer(out.tensors, spec);
+  for (int64_t l = 0; l < spec.n_layer; ++l) out.largest_unit_params = add_decoder_layer(out.tensors, spec, tp);
   out.tensors.push_back({c, 1});  // model.norm
   out.root_params = v * c + c;
   if (!spec.tie_word_embeddings) {
@@ -54,17 +53,25 @@ void llama_footprint(const ModelSpec& spec, ModelFootprint& out) {
 // the repeated k, v, its output and o_proj's input (5 × heads·head width) and
 // float32 log-sum-exp per head; the MLP's input, gate output, silu output,
 // up output and down's input (4 × SwiGLU width).
-int64_t llama_activation_bytes(const ModelSpec& spec, int64_t batch, int64_t a, bool checkpointing) {
-  const int64_t bt = batch * spec.block_size, c = spec.n_embd;
-  const int64_t q = spec.n_head * spec.head_width(), kv = spec.kv_heads() * spec.head_width();
-  const int64_t norms = 2 * bt * c * (a + kFp32);
-  const int64_t attention = a * bt * (c + q + kv + 5 * q) + kFp32 * batch * spec.n_head * spec.block_size;
-  const int64_t mlp = a * bt * (c + 4 * spec.swiglu_width());
+// Under tensor parallelism over t ranks the heads' and the MLP's tensors are
+// a rank's share (1/t; key/value heads whole when fewer than ranks), the
+// norms and the regions' shared inputs whole, or with sequence parallelism
+// the norms 1/t too.
+int64_t llama_activation_bytes(const ModelSpec& spec, int64_t batch, int64_t a, bool checkpointing, int64_t tp,
+                               bool sequence_parallel) {
+  const int64_t bt = batch * spec.block_size, c = spec.n_embd, t = tp;
+  const int64_t q = spec.n_head * spec.head_width() / t;
+  const int64_t kv = spec.kv_heads() * spec.head_width() / (spec.kv_heads() >= t ? t : 1);
+  const int64_t sharded = sequence_parallel ? t : 1;
+  const int64_t norms = 2 * bt * c * (a + kFp32) / sharded;
+  const int64_t attention = a * bt * (c + q + kv + 5 * q) + kFp32 * batch * spec.n_head / t * spec.block_size;
+  const int64_t mlp = a * bt * (c + 4 * spec.swiglu_width() / t);
   const int64_t layer = norms + attention + mlp;
-  // Final norm, head input and the float32 log-softmax of the loss.
-  const int64_t head = bt * c * (a + kFp32) + a * bt * c + kFp32 * bt * spec.vocab_size;
+  // Final norm, head input and the float32 log-softmax of the loss (this
+  // rank's vocabulary slice).
+  const int64_t head = bt * c * (a + kFp32) / sharded + a * bt * c + kFp32 * bt * spec.vocab_size / t;
   if (!checkpointing) return spec.n_layer * layer + head;
-  return spec.n_layer * bt * c * a + layer + head;
+  return spec.n_layer * bt * c * a / sharded + layer + head;
 }
 
 }  // namespace mpiaccel::detail

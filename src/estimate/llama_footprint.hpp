@@ -9,11 +9,14 @@
 namespace mpiaccel::detail {
 
 /// Fills `out` (params, units, root and largest unit, tensors in
-/// registration order) for a Llama of `spec`.
-void llama_footprint(const ModelSpec& spec, ModelFootprint& out);
+/// registration order) for a Llama of `spec`, as one rank of `tp`
+/// tensor-parallel ranks holds it.
+void llama_footprint(const ModelSpec& spec, int64_t tp, ModelFootprint& out);
 
 /// Bytes of activations kept for backward by a Llama of `spec` at `batch`
-/// sequences, activations of `element_bytes`.
-int64_t llama_activation_bytes(const ModelSpec& spec, int64_t batch, int64_t element_bytes, bool checkpointing);
+/// sequences, activations of `element_bytes`, on one rank of `tp` (with or
+/// without sequence parallelism).
+int64_t llama_activation_bytes(const ModelSpec& spec, int64_t batch, int64_t element_bytes, bool checkpointing,
+                               int64_t tp, bool sequence_parallel);
 
 }  // namespace mpiaccel::detail

@@ -6,7 +6,9 @@
 // sequence-parallel collectives (all-gather / reduce-scatter along the
 // sequence) and their adjoints, a sequence-parallel MLP on shards (and whole
 // inside WholeSequence), the plan's one-line errors, and RegionRng's
-// per-rank streams. Outputs and gradients agree within 1e-5.
+// per-rank streams. Outputs and gradients agree within 1e-5. And the
+// bundled GPT and Llama split over the world hold exactly what
+// estimate-memory's closed form says one rank holds.
 #define BOOST_TEST_MODULE tensor_parallel_plan
 #include "support/mpi_test.hpp"
 
@@ -18,6 +20,8 @@
 #include <string>
 
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/estimate.hpp"
+#include "mpiaccel/models.hpp"
 #include "mpiaccel/tensor_parallel.hpp"
 
 using namespace mpiaccel;
@@ -224,4 +228,28 @@ BOOST_AUTO_TEST_CASE(region_streams_differ_per_rank_and_leave_the_default_alone)
   MPIACCEL_CHECK_ALL(!at::equal(next, inside));
   MPIACCEL_CHECK_ALL(before.numel() == 1);
   tp::RegionRng::set_state(at::Tensor());  // later tests: no region stream
+}
+
+BOOST_AUTO_TEST_CASE(a_split_bundled_model_holds_what_the_estimate_says) {
+  const auto group = world_ptr();
+  if (4 % group->size() != 0) return;  // 4 heads
+  ModelSpec spec;
+  spec.n_layer = 2;
+  spec.n_head = 4;
+  spec.n_kv_head = 2;  // at 4 ranks: each key/value head held whole by 2
+  spec.n_embd = 32;
+  spec.intermediate_size = 48;
+  spec.vocab_size = 64;
+  spec.block_size = 16;
+  spec.attention_bias = true;
+  for (const std::string kind : {"gpt", "llama"}) {
+    torch::manual_seed(1);
+    std::shared_ptr<Model> model = make_model(kind, spec);
+    if (group->size() > 1) tensor_parallelize(*model, group);
+    const ModelFootprint counted = count_footprint(*model, model_unit_classes(kind));
+    const ModelFootprint closed = model_footprint(kind, spec, group->size());
+    MPIACCEL_CHECK_ALL(counted.params == closed.params && counted.root_params == closed.root_params &&
+                       counted.largest_unit_params == closed.largest_unit_params &&
+                       counted.tensors == closed.tensors);
+  }
 }

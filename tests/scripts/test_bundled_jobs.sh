@@ -2,7 +2,9 @@
 # Every job under jobs/*.ini as shipped, the way a user runs it: only
 # train.max_steps, checkpoint.dir and logging.metrics_file are overridden (so
 # the end-of-run text sample, evaluation and the final checkpoint all run as
-# the job file says), at np 2 and np 3, to a clean exit 0. A job whose header
+# the job file says), at np 2 and np 3 (or the world sizes its header's
+# `; ranks: N M` line names: a tensor-parallel mesh needs multiples of its
+# tp_size), to a clean exit 0. A job whose header
 # has a line `; prepare: mpiaccel ...` (or `# prepare: ...`) gets that command
 # run first, from the checkout; a job with `; requires: gpu` is skipped, by
 # name, on a machine without one; a job with `; with: jobs/FILE` runs with that
@@ -33,7 +35,8 @@ for job in jobs/*.ini; do
   with=()
   partner=$(sed -nE 's/^[;#] *with: *(.*)$/\1/p' "$job")
   [ -z "$partner" ] || with=(--config "$SOURCE_DIR/$partner")
-  for np in 2 3; do
+  ranks=$(sed -nE 's/^[;#] *ranks: *(.*)$/\1/p' "$job")
+  for np in ${ranks:-2 3}; do
     out="$WORK/$name.np$np.out"
     (cd "$WORK" && mpi "$np" "$MPIACCEL" train "${with[@]}" --config "$SOURCE_DIR/$job" train.max_steps=6 \
        checkpoint.dir="$RUNS/$name.np$np/checkpoints" logging.metrics_file="$RUNS/$name.np$np/metrics.jsonl") \

@@ -120,6 +120,13 @@ print(f"export: {len(a)} tensors, worst difference {worst:.2e}")
 assert worst <= 1e-5
 PY
 
+# estimate-memory of a mesh: one rank's slices, as the split model counts them.
+"$MPIACCEL" estimate-memory --json --world 4 "${LLAMA[@]}" parallelism.tp_size=2 > estimate.json 2>&1 \
+  || { cat estimate.json; fail "estimate-memory at tp 2"; }
+params=$(sed -nE 's/.*"params": *([0-9]+).*/\1/p' estimate.json | head -1)
+expect_contains LLAMA_tp2_shard2.out "mpiaccel train: llama ($params parameters)"
+expect_contains estimate.json '"tp_size": 2'
+
 # Wrong meshes: one line with the numbers.
 bad() {  # bad NP EXPECTED EXTRA...
   local np=$1 expected=$2; shift 2

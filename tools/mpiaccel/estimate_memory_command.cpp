@@ -57,7 +57,7 @@ int run_estimate_memory(const std::vector<std::string>& args, int*, char***) {
   apply_batch_arithmetic(resolved, world);  // a DeepSpeed train_batch_size sets the micro batch
   const Config& config = resolved.config;
   const ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
-  const ModelFootprint model = model_footprint(config.train.model, spec);
+  const ModelFootprint model = model_footprint(config.train.model, spec, config.parallelism.tp_size);
   const std::vector<MemoryEstimate> rows = estimate_all(config, world);
   std::cout << (parsed.json ? format_estimate_json(config, model, rows) : format_estimate_table(config, model, rows));
   return 0;

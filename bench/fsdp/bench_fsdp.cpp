@@ -32,7 +32,10 @@
 // first forward, and until then holds them gathered. Backward gathers again,
 // off the main thread's view: by symmetry its peak is the forward's plus one
 // unit's full gradients in flight. peak_rss_bytes is getrusage ru_maxrss,
-// max over ranks.
+// max over ranks. activation_bytes is what one more forward and loss leave
+// allocated for backward (CpuMemoryMeter; CPU runs), max over ranks. With
+// [parallelism] tp_size > 1 the model is split first (tensor_parallelize):
+// params and bytes are one rank's slices, tp the tensor-parallel ranks.
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -53,6 +56,7 @@
 #include "mpiaccel/runtime.hpp"
 #include "mpiaccel/unit.hpp"
 #include "optim/optimizer_factory.hpp"
+#include "recompute/cpu_memory_meter.hpp"
 
 namespace {
 
@@ -189,6 +193,9 @@ int run(int argc, char** argv) {
   mpiaccel::Accelerator acc(runtime, mpiaccel::Config::defaults(overrides));
   acc.set_seed(0);
   const auto model = mpiaccel::make_model(options.model, options.spec);
+  // [parallelism] tp_size: each rank keeps its slices (psi is then one rank's).
+  if (acc.mesh().tp()->size() > 1)
+    mpiaccel::tensor_parallelize(*model, acc.mesh().tp(), acc.config().parallelism.sequence_parallel);
   const int64_t psi = mpiaccel::parameter_count(*model);
   const auto optimizer = mpiaccel::detail::make_optimizer(acc.config().optimizer, model->module());
   acc.prepare(mpiaccel::as_module(model), optimizer);
@@ -239,6 +246,21 @@ int run(int argc, char** argv) {
     row[4] = cpu;
   }
 
+  // Activations kept for backward: what one forward and loss leave allocated
+  // (host memory: meaningful on the CPU only).
+  int64_t activations = 0;
+  if (acc.device() == "cpu") {
+    acc.wait_for_everyone();
+    at::Tensor metered_loss;
+    {
+      mpiaccel::detail::CpuMemoryMeter meter;
+      metered_loss = model->loss(model->forward(tokens), targets);
+      activations = meter.current();
+      acc.backward(metered_loss);
+    }
+    acc.zero_grad();
+  }
+
   // After the loop: FSDP knows which units the model runs through
   // units().run (and so gathers only around their run) once they have run.
   const std::string strategy = acc.strategy().name();
@@ -260,7 +282,7 @@ int run(int argc, char** argv) {
   const std::vector<double> local_bytes{double(peak.param_bytes), double(peak.grad_bytes),
                                         double(peak.optimizer_bytes), double(total(peak)),
                                         double(total(warmup_peak)),
-                                        double(mpiaccel::bench::peak_rss_bytes())};
+                                        double(mpiaccel::bench::peak_rss_bytes()), double(activations)};
   const auto bytes = acc.gather(at::tensor(local_bytes, at::kDouble).reshape({1, -1}));
   if (!acc.is_main_process()) return 0;
 
@@ -273,11 +295,12 @@ int run(int argc, char** argv) {
   }
   auto all = bytes.accessor<double, 2>();
   int64_t top = 0;
-  double warmup_state = 0, rss = 0;
+  double warmup_state = 0, rss = 0, activation_peak = 0;
   for (int64_t r = 0; r < all.size(0); ++r) {
     if (all[r][3] > all[top][3]) top = r;
     warmup_state = std::max(warmup_state, all[r][4]);
     rss = std::max(rss, all[r][5]);
+    activation_peak = std::max(activation_peak, all[r][6]);
   }
   const auto b = all[top];
   const bool fresh = !std::ifstream(options.csv_path).good();
@@ -287,15 +310,16 @@ int run(int argc, char** argv) {
   if (fresh)
     csv << "label,strategy,ranks,params,step_ms,forward_ms,backward_ms,optimizer_ms,cpu_ms,"
            "param_bytes,grad_bytes,optimizer_bytes,state_bytes,formula,formula_bytes,"
-           "largest_unit_bytes,warmup_state_bytes,peak_rss_bytes\n";
+           "largest_unit_bytes,warmup_state_bytes,peak_rss_bytes,activation_bytes,tp\n";
   char line[512];
   std::snprintf(line, sizeof line,
-                "%s,%s,%d,%lld,%.1f,%.1f,%.1f,%.1f,%.1f,%.0f,%.0f,%.0f,%.0f,%s,%.0f,%lld,%.0f,%.0f\n",
+                "%s,%s,%d,%lld,%.1f,%.1f,%.1f,%.1f,%.1f,%.0f,%.0f,%.0f,%.0f,%s,%.0f,%lld,%.0f,%.0f,%.0f,%d\n",
                 options.label.c_str(), strategy.c_str(), acc.world_size(), static_cast<long long>(psi),
                 mpiaccel::bench::median(columns[0]), mpiaccel::bench::median(columns[1]),
                 mpiaccel::bench::median(columns[2]), mpiaccel::bench::median(columns[3]),
                 mpiaccel::bench::median(columns[4]), b[0], b[1], b[2], b[3], formula.text.c_str(),
-                formula.bytes, static_cast<long long>(largest_unit), warmup_state, rss);
+                formula.bytes, static_cast<long long>(largest_unit), warmup_state, rss, activation_peak,
+                acc.mesh().tp()->size());
   csv << line;
   std::printf("bench_fsdp: %-16s np %d: step %.0f ms, model state %.1f MiB/rank (formula %.1f MiB)\n",
               options.label.c_str(), acc.world_size(), mpiaccel::bench::median(columns[0]),

@@ -82,7 +82,9 @@ class Mesh {
   std::shared_ptr<Communicator> group(const std::vector<std::string>& dims);
   /// group({"dp_replicate", "dp_shard"}): the data-parallel ranks.
   std::shared_ptr<Communicator> dp() { return group({"dp"}); }
-  /// group({"tp"}): the tensor-parallel ranks (this rank alone without tp).
+  /// group({"tp"}): the tensor-parallel ranks (prebuilt with a tp
+  /// dimension; without one, this rank alone, made on the first call, which
+  /// is then collective).
   std::shared_ptr<Communicator> tp() { return group({"tp"}); }
   /// "mesh dp_replicate 1 × dp_shard 4 (4 ranks); rank 2 at (0, 2)".
   std::string describe() const;

@@ -122,6 +122,11 @@ std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec
 /// or for a model that is not a GPT or a Llama.
 void tensor_parallelize(Model& model, std::shared_ptr<Communicator> group, bool sequence_parallel = false);
 
+/// The logits [B, T, vocab] of `tokens` from a GPT or a Llama, whole also
+/// when the model is split by tensor_parallelize (gathered over the group:
+/// collective then); another model's forward() as it is.
+at::Tensor whole_logits(Model& model, const at::Tensor& tokens);
+
 /// The Module::name()s of the modules a model of `kind` runs through
 /// units().run (include/mpiaccel/unit.hpp): GPT {"DecoderLayer"}, Llama
 /// {"LlamaDecoderLayer"}, MLP {"MlpBlock"}, CNN none. Only these can be FSDP units that start sharded.

@@ -114,8 +114,8 @@ class WholeSequence {
 };
 
 /// What torch::nn::Linear is (same options, parameter names "weight" and
-/// "bias", same initialisation, Module::name() "Linear"), until a plan
-/// splits it: then it holds its slice and its forward communicates as its
+/// "bias", same initialisation; its Module::name() is "Linear" where
+/// LibTorch's is "torch::nn::LinearImpl"), until a plan splits it: then it holds its slice and its forward communicates as its
 /// Style says. Write it where you would write torch::nn::Linear in a model
 /// that a plan may split: LibTorch modules have no forward hooks, so a
 /// torch::nn::Linear cannot be made to communicate from outside.
@@ -125,12 +125,13 @@ class Linear : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x);
   /// Keeps this rank's slice of the weight (and bias) as `style` says, in
   /// place (the parameters stay the same tensors, smaller). Once; a group of
-  /// one rank changes nothing but the forward's style. Throws Error when a
+  /// one rank keeps the whole layer as it is. Throws Error when a
   /// split dimension does not divide by the group's size.
   void parallelize(const Style& style, std::shared_ptr<Communicator> group);
   /// Copies this rank's slice from the whole weight [out, in] (and bias).
   void load_full(const at::Tensor& weight, const at::Tensor& bias = {});
-  bool parallelized() const { return group_ != nullptr; }
+  /// Split over a group of more than one rank.
+  bool parallelized() const;
   const Style& style() const { return style_; }
   /// Output features this rank computes (its slice's rows).
   int64_t out_features() const { return weight.numel() / weight.size(-1); }
@@ -154,7 +155,8 @@ class Embedding : public torch::nn::Module {
   void load_full(const at::Tensor& weight);
   /// The first row this rank holds (0 before a split).
   int64_t first_row() const { return first_; }
-  bool parallelized() const { return group_ != nullptr; }
+  /// Split over a group of more than one rank.
+  bool parallelized() const;
 
   at::Tensor weight;
 
@@ -205,14 +207,18 @@ std::map<std::string, ParamSplit> split_parameters(const torch::nn::Module& mode
 /// tensor-parallel region (this rank's attention heads, a sequence shard)
 /// then draws differently per rank, while dropout on replicated activations,
 /// outside any guard, draws the same on every rank of the group (whose
-/// default generators are seeded alike). Without seed() it changes nothing.
+/// default generators are seeded alike). Without seed(), for another
+/// device's generator, and nested inside another guard it changes nothing.
+/// The swap is process-wide: another thread drawing from the same default
+/// generator meanwhile (none of mpiaccel's do) would draw from the stream.
 class RegionRng {
  public:
   /// Seeds this rank's stream from the job's seed and its place: tensor-
   /// parallel rank `tp_rank` of data-parallel rank `dp_rank`.
   static void seed(uint64_t seed, int64_t dp_rank, int64_t tp_rank, at::Device device);
-  /// The stream's state (empty before seed()), for activation checkpointing
-  /// to replay a region's draws, and to set it back.
+  /// The stream's state (undefined before seed() and after set_state({})),
+  /// for activation checkpointing to replay a region's draws, for
+  /// checkpoints, and to set it back or clear it.
   static at::Tensor state();
   static void set_state(const at::Tensor& state);
 

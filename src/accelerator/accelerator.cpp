@@ -63,8 +63,11 @@ std::string Accelerator::device() const { return runtime_.device().device; }
 void Accelerator::set_seed(uint64_t seed, bool device_specific) {
   const auto dp_rank = static_cast<uint64_t>(mesh_->dp()->rank());  // the world rank without tp
   torch::manual_seed(device_specific ? seed + dp_rank : seed);
-  if (device_specific && mesh_->shape().size("tp") > 1)
+  if (!device_specific) return;
+  if (mesh_->shape().size("tp") > 1)
     tp::RegionRng::seed(seed, static_cast<int64_t>(dp_rank), mesh_->tp()->rank(), at::Device(device()));
+  else
+    tp::RegionRng::set_state({});  // no stream of an earlier run in this process
 }
 
 void Accelerator::prepare(std::shared_ptr<torch::nn::Module> model,

@@ -15,24 +15,45 @@
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
+#include "mpiaccel/tensor_parallel.hpp"
 
 namespace mpiaccel {
 namespace {
 
-std::string cpu_rng_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  auto state = generator.get_state();
-  return std::string(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()),
-                     static_cast<size_t>(state.numel()));
+std::string bytes_of(const at::Tensor& state) {
+  return std::string(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), static_cast<size_t>(state.numel()));
 }
 
-void set_cpu_rng_state(const std::string& bytes) {
+at::Tensor state_of(const std::string& bytes) {
   auto state = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
   std::memcpy(state.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return state;
+}
+
+at::Tensor cpu_rng_state() {
   auto generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
+  return generator.get_state();
+}
+
+// This rank's random state in a checkpoint: the CPU generator's, then,
+// under tensor parallelism, its dropout stream's (tp::RegionRng).
+std::string rng_state() {
+  std::string bytes = bytes_of(cpu_rng_state());
+  const at::Tensor region = tp::RegionRng::state();
+  if (region.defined()) bytes += bytes_of(region);
+  return bytes;
+}
+
+void set_rng_state(const std::string& bytes, bool with_region) {
+  const size_t cpu = static_cast<size_t>(cpu_rng_state().numel());
+  MPIACCEL_CHECK(bytes.size() >= cpu, "checkpoint: a rank's RNG state is shorter than a CPU generator's");
+  {
+    auto generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(state_of(bytes.substr(0, cpu)));
+  }
+  if (with_region && bytes.size() > cpu) tp::RegionRng::set_state(state_of(bytes.substr(cpu)));
 }
 
 int64_t counter(const std::map<std::string, std::string>& counters, const std::string& key,
@@ -71,7 +92,8 @@ std::string Accelerator::save_state(int64_t step, const std::map<std::string, st
   meta.config_text = config_.to_ini();
   meta.trainer = trainer;
   for (const auto& [key, value] : scaler_->state()) meta.trainer["grad_scaler." + key] = value;
-  meta.rng_state = cpu_rng_state();
+  meta.rng_state = rng_state();
+  meta.trainer["mesh"] = mesh_->shape().describe();  // whose RNG states these are
   ShardedStateDict state = strategy_->state_dict(*optimizer_);
   if (split_state_) state = split_state_->to_whole(std::move(state));
   return config_.checkpoint.async ? checkpointer().save_async(state, step, meta)
@@ -98,15 +120,25 @@ CheckpointMeta Accelerator::load_state(const std::string& path_or_dir) {
   for (const auto& [key, value] : meta.trainer)
     if (key.rfind("grad_scaler.", 0) == 0) scaler_state[key.substr(12)] = value;
   if (!scaler_state.empty()) scaler_->load_state(scaler_state);
-  if (meta.world_size == world_size() && !meta.rng_state.empty()) {
-    set_cpu_rng_state(meta.rng_state);
+  // Each rank's saved states fit only the same ranks in the same mesh (a
+  // checkpoint from before the mesh was recorded had no tensor parallelism).
+  const auto saved_mesh = meta.trainer.find("mesh");
+  const bool tp = mesh_->shape().size("tp") > 1;
+  const bool same_mesh = saved_mesh != meta.trainer.end() ? saved_mesh->second == mesh_->shape().describe() : !tp;
+  if (meta.world_size == world_size() && same_mesh && !meta.rng_state.empty()) {
+    set_rng_state(meta.rng_state, tp);
   } else {
-    torch::manual_seed(derived_seed(static_cast<uint64_t>(config_.distributed.seed),
-                                    static_cast<uint64_t>(meta.step), static_cast<uint64_t>(rank())));
+    // By data-parallel rank, as set_seed: the ranks of a tp group draw alike.
+    const auto dp_rank = static_cast<uint64_t>(mesh_->dp()->rank());
+    const uint64_t seed = derived_seed(static_cast<uint64_t>(config_.distributed.seed),
+                                       static_cast<uint64_t>(meta.step), dp_rank);
+    torch::manual_seed(seed);
+    if (tp) tp::RegionRng::seed(seed, static_cast<int64_t>(dp_rank), mesh_->tp()->rank(), at::Device(device()));
     if (is_main_process())
-      log_info("checkpoint " + meta.path + " was saved by " + std::to_string(meta.world_size) +
-               " rank(s), this run has " + std::to_string(world_size()) +
-               ": RNG states re-derived from (seed, step, rank)");
+      log_info("checkpoint " + meta.path + " was saved by " + std::to_string(meta.world_size) + " rank(s)" +
+               (saved_mesh != meta.trainer.end() ? " (" + saved_mesh->second + ")" : "") + ", this run has " +
+               std::to_string(world_size()) + " (" + mesh_->shape().describe() +
+               "): RNG states re-derived from (seed, step, data-parallel rank)");
   }
   return meta;
 }

@@ -31,7 +31,6 @@ Mesh::Mesh(std::shared_ptr<Communicator> world, MeshShape shape, std::vector<std
   }
   for (const MeshDim& d : shape_.dims) group({d.name});
   group({"dp"});
-  group({"tp"});
   for (const std::string& dim : within_node) check_within_node(dim);
 }
 

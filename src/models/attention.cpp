@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/tensor_parallel.hpp"
 #include "runtime/torch_compat.hpp"
 
 namespace mpiaccel::detail {
@@ -17,6 +18,13 @@ namespace {
 at::Tensor unmasked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
 }  // namespace
+
+at::Tensor heads_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool after_cache,
+                           double dropout_p) {
+  if (after_cache) return attention_after_cache(q, k, v);
+  const tp::RegionRng own_heads(q.device());
+  return causal_attention(q, k, v, dropout_p);
+}
 
 at::Tensor attention_after_cache(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   const int64_t queries = q.size(-2);

@@ -20,6 +20,13 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 /// S (a prompt into an empty cache) or 1 (one token after the cache).
 at::Tensor attention_after_cache(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
+/// A model's attention over its heads (this rank's, when split by tensor
+/// parallelism): attention_after_cache when `after_cache`, else
+/// causal_attention with dropout drawn from the rank's own stream
+/// (tp::RegionRng), so split heads draw their own masks.
+at::Tensor heads_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool after_cache,
+                           double dropout_p);
+
 /// Whether causal_attention runs LibTorch's fused kernel.
 bool fused_attention_available();
 

@@ -73,6 +73,14 @@ struct SplitContext {
   }
 };
 
+/// A column-parallel style for a layer whose input the model brings into the
+/// region itself (once for several layers: q, k, v; gate and up).
+inline tp::Style colwise_in_region() {
+  tp::Style style = tp::Style::colwise();
+  style.input_in_region = true;
+  return style;
+}
+
 /// Throws Error unless `value` ([model] `key`) divides by `ranks`
 /// ([parallelism] tp_size); `why` says what the split needs.
 void check_tp_divides(int64_t value, const std::string& key, int64_t ranks, const std::string& why);
@@ -89,6 +97,8 @@ class TextModel : public Model, public CausalLm {
   at::Tensor forward(const at::Tensor& input) override { return run(input, nullptr); }
   /// Whole logits, also when split (generation samples from them).
   at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) override;
+  /// Logits [B, T, vocab] of `tokens`, whole also when split (whole_logits()).
+  at::Tensor whole_logits(const at::Tensor& tokens);
   /// Mean cross-entropy over all B·T positions (vocabulary-parallel when split).
   at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override;
   /// Splits the model over `group` by its plan (tensor_parallelize()).

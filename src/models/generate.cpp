@@ -30,6 +30,12 @@ at::Tensor TextModel::forward_cached(const at::Tensor& tokens, KvCache& cache) {
   return tp_ ? tp::gather_from_parallel(logits, -1, tp_) : logits;
 }
 
+at::Tensor TextModel::whole_logits(const at::Tensor& tokens) {
+  const tp::WholeSequence any_length;
+  const at::Tensor logits = run(tokens, nullptr);
+  return tp_ ? tp::gather_from_parallel(logits, -1, tp_) : logits;
+}
+
 void check_tp_divides(int64_t value, const std::string& key, int64_t ranks, const std::string& why) {
   MPIACCEL_CHECK(value % ranks == 0, "[model] " + key + " " + std::to_string(value) +
                                          " does not divide by [parallelism] tp_size " + std::to_string(ranks) +

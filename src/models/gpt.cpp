@@ -52,13 +52,6 @@ at::Tensor normed(torch::nn::LayerNorm& norm, const at::Tensor& x, const SplitCo
   return at::layer_norm(x, o.normalized_shape(), ctx.shared(norm->weight), ctx.shared(norm->bias), o.eps());
 }
 
-// A column-parallel layer whose input the block brings into the region.
-tp::Style colwise_in_region() {
-  tp::Style style = tp::Style::colwise();
-  style.input_in_region = true;
-  return style;
-}
-
 std::shared_ptr<tp::Linear> linear(int64_t in, int64_t out, const ModelInit& init) {
   return built(std::make_shared<tp::Linear>(in, out), init);
 }
@@ -93,13 +86,7 @@ class CausalSelfAttention : public torch::nn::Module {
     at::Tensor v = heads(qkv[2]);
     if (cache) std::tie(k, v) = cache->append(layer, k, v);
     const double dropout = is_training() ? attn_dropout_->options.p() : 0.0;
-    at::Tensor y;
-    if (cache) {
-      y = attention_after_cache(q, k, v);
-    } else {
-      tp::RegionRng own_heads(q.device());  // a split model's heads draw their own dropout
-      y = causal_attention(q, k, v, dropout);
-    }
+    at::Tensor y = heads_attention(q, k, v, cache != nullptr, dropout);
     y = y.transpose(1, 2).contiguous().view({batch, time, width});
     return ctx.dropout(resid_dropout_, proj_->forward(y));
   }

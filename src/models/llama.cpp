@@ -41,12 +41,6 @@ std::shared_ptr<tp::Linear> linear(int64_t in, int64_t out, bool bias, const Mod
   return built(std::make_shared<tp::Linear>(in, out, bias), init);
 }
 
-// A Colwise style for a layer whose input entered the region already.
-tp::Style colwise_in_region() {
-  tp::Style style = tp::Style::colwise();
-  style.input_in_region = true;
-  return style;
-}
 
 // Each kv head serves n_rep consecutive query heads: [B, kv, T, D] -> [B, kv·n_rep, T, D].
 at::Tensor repeat_kv(const at::Tensor& x, int64_t n_rep) {
@@ -105,13 +99,7 @@ class LlamaAttention : public torch::nn::Module {
     k = repeat_kv(k, q.size(1) / k.size(1));
     v = repeat_kv(v, q.size(1) / v.size(1));
     const double dropout = is_training() ? dropout_ : 0.0;
-    at::Tensor y;
-    if (cache) {
-      y = attention_after_cache(q, k, v);
-    } else {
-      tp::RegionRng own_heads(q.device());  // a split model's heads draw their own dropout
-      y = causal_attention(q, k, v, dropout);
-    }
+    at::Tensor y = heads_attention(q, k, v, cache != nullptr, dropout);
     return o_proj_->forward(y.transpose(1, 2).reshape({batch, time, q.size(1) * head_dim_}));
   }
 

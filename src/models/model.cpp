@@ -60,6 +60,11 @@ void tensor_parallelize(Model& model, std::shared_ptr<Communicator> group, bool 
   text->parallelize(std::move(group), sequence_parallel);
 }
 
+at::Tensor whole_logits(Model& model, const at::Tensor& tokens) {
+  auto* text = dynamic_cast<detail::TextModel*>(&model);
+  return text ? text->whole_logits(tokens) : model.forward(tokens);
+}
+
 std::vector<std::string> model_unit_classes(const std::string& kind) {
   if (kind == "gpt") return {"DecoderLayer"};
   if (kind == "llama") return {"LlamaDecoderLayer"};

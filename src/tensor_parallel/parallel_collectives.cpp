@@ -70,61 +70,34 @@ struct ReduceFromParallel : torch::autograd::Function<ReduceFromParallel> {
   static variable_list backward(AutogradContext*, variable_list grads) { return {grads.at(0), at::Tensor()}; }
 };
 
-struct GatherFromParallel : torch::autograd::Function<GatherFromParallel> {
+// This rank's slice along `dim`, contiguous (a collective's shape).
+at::Tensor sliced(const at::Tensor& x, int64_t dim, Communicator& group) {
+  return local_slice(x, dim, group).contiguous();
+}
+
+using DimOp = at::Tensor (*)(const at::Tensor&, int64_t, Communicator&);
+
+// A collective along a dimension whose backward is another: gather/slice
+// (tensor parallelism's), gather/reduce-scatter (sequence parallelism's).
+template <DimOp Forward, DimOp Backward>
+struct AlongDim : torch::autograd::Function<AlongDim<Forward, Backward>> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim,
                             c10::intrusive_ptr<GroupCapsule> g) {
     ctx->saved_data["dim"] = dim;
-    const at::Tensor out = gathered(x, dim, *g->group);
+    const at::Tensor out = Forward(x, dim, *g->group);
     ctx->saved_data["group"] = at::IValue::make_capsule(std::move(g));
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const int64_t dim = ctx->saved_data["dim"].toInt();
-    return {local_slice(grads.at(0), dim, *GroupCapsule::from(ctx)).contiguous(), at::Tensor(), at::Tensor()};
+    return {Backward(grads.at(0), dim, *GroupCapsule::from(ctx)), at::Tensor(), at::Tensor()};
   }
 };
 
-struct ScatterToParallel : torch::autograd::Function<ScatterToParallel> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim,
-                            c10::intrusive_ptr<GroupCapsule> g) {
-    ctx->saved_data["dim"] = dim;
-    const at::Tensor out = local_slice(x, dim, *g->group).contiguous();
-    ctx->saved_data["group"] = at::IValue::make_capsule(std::move(g));
-    return out;
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const int64_t dim = ctx->saved_data["dim"].toInt();
-    return {gathered(grads.at(0), dim, *GroupCapsule::from(ctx)), at::Tensor(), at::Tensor()};
-  }
-};
-
-struct GatherFromSequence : torch::autograd::Function<GatherFromSequence> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim,
-                            c10::intrusive_ptr<GroupCapsule> g) {
-    ctx->saved_data["dim"] = dim;
-    const at::Tensor out = gathered(x, dim, *g->group);
-    ctx->saved_data["group"] = at::IValue::make_capsule(std::move(g));
-    return out;
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const int64_t dim = ctx->saved_data["dim"].toInt();
-    return {reduce_scattered(grads.at(0), dim, *GroupCapsule::from(ctx)), at::Tensor(), at::Tensor()};
-  }
-};
-
-struct ReduceScatterToSequence : torch::autograd::Function<ReduceScatterToSequence> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim,
-                            c10::intrusive_ptr<GroupCapsule> g) {
-    ctx->saved_data["dim"] = dim;
-    const at::Tensor out = reduce_scattered(x, dim, *g->group);
-    ctx->saved_data["group"] = at::IValue::make_capsule(std::move(g));
-    return out;
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const int64_t dim = ctx->saved_data["dim"].toInt();
-    return {gathered(grads.at(0), dim, *GroupCapsule::from(ctx)), at::Tensor(), at::Tensor()};
-  }
-};
+using GatherFromParallel = AlongDim<gathered, sliced>;
+using ScatterToParallel = AlongDim<sliced, gathered>;
+using GatherFromSequence = AlongDim<gathered, reduce_scattered>;
+using ReduceScatterToSequence = AlongDim<reduce_scattered, gathered>;
 
 }  // namespace
 

@@ -57,10 +57,11 @@ at::Tensor flat_blocks(const at::Tensor& param, const Style& style) {
 
 void copy_part(at::Tensor& target, const at::Tensor& full, const Style& style, const Communicator* group,
                bool is_bias, const char* what) {
-  MPIACCEL_CHECK(full.defined() && full.dim() == flat_blocks(target, style).dim(),
+  const at::Tensor held = group ? flat_blocks(target, style) : target;  // as the layer computes with it
+  MPIACCEL_CHECK(full.defined() && full.dim() == held.dim(),
                  std::string("tensor parallelism: load_full needs the whole ") + what);
   const at::Tensor part = group ? part_of(full, style, *group, is_bias) : full;
-  MPIACCEL_CHECK(part.sizes() == flat_blocks(target, style).sizes(),
+  MPIACCEL_CHECK(part.sizes() == held.sizes(),
                  std::string("tensor parallelism: the whole ") + what + " has the wrong shape for this layer");
   at::NoGradGuard no_grad;
   target.copy_(part.reshape(target.sizes()));
@@ -85,14 +86,18 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, const std::string& modul
 void Linear::parallelize(const Style& style, std::shared_ptr<Communicator> group) {
   MPIACCEL_CHECK(group != nullptr && !group_, "tp::Linear::parallelize: called twice, or without a group");
   MPIACCEL_CHECK(style.kind != Style::Kind::VocabRows, "tp::Linear: vocab_rows() is a style for a tp::Embedding");
-  keep_part(weight, style, *group, false);
-  keep_part(bias, style, *group, true);
+  if (group->size() > 1) {
+    keep_part(weight, style, *group, false);
+    keep_part(bias, style, *group, true);
+  }
   style_ = style;
   group_ = std::move(group);
 }
 
+bool Linear::parallelized() const { return group_ && group_->size() > 1; }
+
 at::Tensor Linear::forward(const at::Tensor& x) {
-  if (!group_) return at::linear(x, weight, bias);
+  if (!parallelized()) return at::linear(x, weight, bias);
   const bool sequence_parallel = style_.sequence_parallel && !WholeSequence::active();
   if (style_.kind == Style::Kind::Colwise) {
     at::Tensor input = x;
@@ -113,8 +118,9 @@ at::Tensor Linear::forward(const at::Tensor& x) {
 }
 
 void Linear::load_full(const at::Tensor& w, const at::Tensor& b) {
-  copy_part(weight, w, style_, group_.get(), false, "weight [out, in]");
-  if (bias.defined()) copy_part(bias, b, style_, group_.get(), true, "bias [out]");
+  Communicator* group = parallelized() ? group_.get() : nullptr;
+  copy_part(weight, w, style_, group, false, "weight [out, in]");
+  if (bias.defined()) copy_part(bias, b, style_, group, true, "bias [out]");
 }
 
 Embedding::Embedding(int64_t count, int64_t dim, const std::string& module_name) : torch::nn::Module(module_name) {
@@ -125,29 +131,26 @@ Embedding::Embedding(int64_t count, int64_t dim, const std::string& module_name)
 void Embedding::parallelize(const Style& style, std::shared_ptr<Communicator> group) {
   MPIACCEL_CHECK(group != nullptr && !group_, "tp::Embedding::parallelize: called twice, or without a group");
   MPIACCEL_CHECK(style.kind == Style::Kind::VocabRows, "tp::Embedding splits by vocab_rows() only");
-  keep_part(weight, style, *group, false);
+  if (group->size() > 1) keep_part(weight, style, *group, false);
   first_ = group->rank() * weight.size(0);
   style_ = style;
   group_ = std::move(group);
 }
 
+bool Embedding::parallelized() const { return group_ && group_->size() > 1; }
+
 at::Tensor Embedding::forward(const at::Tensor& tokens) {
-  if (!group_) return at::embedding(weight, tokens);
+  if (!parallelized()) return at::embedding(weight, tokens);
   const int64_t rows = weight.size(0);
-  at::Tensor looked_up;
-  if (group_->size() == 1) {
-    looked_up = at::embedding(weight, tokens);
-  } else {
-    const at::Tensor outside = (tokens < first_).logical_or(tokens >= first_ + rows);
-    const at::Tensor local = (tokens - first_).masked_fill(outside, 0);
-    looked_up = at::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0);
-  }
+  const at::Tensor outside = (tokens < first_).logical_or(tokens >= first_ + rows);
+  const at::Tensor local = (tokens - first_).masked_fill(outside, 0);
+  const at::Tensor looked_up = at::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0);
   return style_.sequence_parallel && !WholeSequence::active() ? reduce_scatter_to_sequence(looked_up, 1, group_)
                                                               : reduce_from_parallel(looked_up, group_);
 }
 
 void Embedding::load_full(const at::Tensor& w) {
-  copy_part(weight, w, style_, group_.get(), false, "weight [rows, dim]");
+  copy_part(weight, w, style_, parallelized() ? group_.get() : nullptr, false, "weight [rows, dim]");
 }
 
 ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, std::shared_ptr<Communicator> group,

@@ -11,12 +11,16 @@
 namespace mpiaccel::tp {
 namespace {
 
-// The stream's state: a generator state as get_state() gives it (a byte
-// tensor), the same for any device's default generator.
+// The stream: a state of the default generator of one device type, as
+// get_state() gives it (a byte tensor whose size depends on the type).
 struct Stream {
   std::mutex mutex;
   at::Tensor state;
+  c10::DeviceType type = c10::DeviceType::CPU;
 };
+
+// Guards alive on this thread: a nested one leaves the outer's stream alone.
+thread_local int depth = 0;
 
 Stream& stream() {
   static Stream s;
@@ -38,6 +42,8 @@ void RegionRng::seed(uint64_t seed, int64_t dp_rank, int64_t tp_rank, at::Device
                              static_cast<uint64_t>(tp_rank));
   set_state(generator.get_state());
   generator.set_state(saved);
+  std::lock_guard<std::mutex> stream_lock(stream().mutex);
+  stream().type = device.type();
 }
 
 at::Tensor RegionRng::state() {
@@ -51,7 +57,12 @@ void RegionRng::set_state(const at::Tensor& state) {
 }
 
 RegionRng::RegionRng(at::Device device) : device_(device) {
+  if (depth++ > 0) return;
   const at::Tensor region = state();
+  {
+    std::lock_guard<std::mutex> lock(stream().mutex);
+    if (stream().type != device.type()) return;  // seeded for another device: nothing to swap
+  }
   if (!region.defined()) return;
   at::Generator generator = default_generator(device_);
   std::lock_guard<std::mutex> lock(generator.mutex());
@@ -60,6 +71,7 @@ RegionRng::RegionRng(at::Device device) : device_(device) {
 }
 
 RegionRng::~RegionRng() {
+  --depth;
   if (!saved_default_.defined()) return;
   at::Generator generator = default_generator(device_);
   std::lock_guard<std::mutex> lock(generator.mutex());

@@ -14,9 +14,12 @@
 # Clipping is active (grad_clip 0.3): the norm counts every parameter once.
 # Checkpoints cross meshes: a tp2 × dp_shard2 checkpoint of step 5 resumes at
 # tp4 and under DDP at np 3 (tp 1), a DDP np 3 checkpoint resumes at tp2 ×
-# dp_shard2; each continues as the uninterrupted run. `mpiaccel generate` at
-# tp 2 samples the tokens np 1 samples, and `ckpt export --format hf` of a
-# tp checkpoint equals the np 1 one's within 1e-5. Wrong meshes are one line.
+# dp_shard2; each continues as the uninterrupted run. With dropout, each
+# rank's stream is replayed by activation checkpointing and kept by a
+# checkpoint (a resume in the same mesh is bit-exact). `mpiaccel generate` at
+# tp 2 samples the tokens np 1 samples and writes np 1's logits, `ckpt export
+# --format hf` of a tp checkpoint equals the np 1 one's within 1e-5, and
+# estimate-memory counts what a split rank holds. Wrong meshes are one line.
 source "$(dirname "$0")/lib.sh" "$1"
 
 GPT=(--config "$SOURCE_DIR/jobs/fortunes-gpt.ini" train.seq_len=32 model.n_layer=2 model.n_head=4 model.n_embd=64)
@@ -70,6 +73,14 @@ run GPT_drop 4 6 GPT model.dropout=0.1 parallelism.tp_size=2 parallelism.sequenc
 run GPT_drop_recompute 4 6 GPT model.dropout=0.1 parallelism.tp_size=2 parallelism.sequence_parallel=true \
   "${FSDP[@]}" fsdp.activation_checkpointing=true
 compare_runs GPT_drop GPT_drop_recompute 1 10 1e-6 1e-6
+# ... and which a checkpoint keeps: stopped at step 5 and resumed in the same
+# mesh, the run is the uninterrupted one, bit for bit.
+run GPT_drop_resumed 4 6 GPT model.dropout=0.1 parallelism.tp_size=2 parallelism.sequence_parallel=true \
+  "${FSDP[@]}" train.max_steps=5
+mpi 4 "$MPIACCEL" train "${GPT[@]}" "${COMMON[@]}" train.batch_size=6 model.dropout=0.1 parallelism.tp_size=2 \
+  parallelism.sequence_parallel=true "${FSDP[@]}" checkpoint.resume=latest logging.metrics_file=GPT_drop_resumed.jsonl \
+  checkpoint.dir=GPT_drop_resumed.ckpt > GPT_drop_resumed.out 2>&1 || { cat GPT_drop_resumed.out; fail "resume with dropout"; }
+compare_runs GPT_drop GPT_drop_resumed 1 10 0 0
 
 for stage in 1 2; do
   run GPT_tp2_zero$stage 4 6 GPT parallelism.tp_size=2 distributed.strategy=zero zero.stage=$stage
@@ -105,6 +116,18 @@ resume GPT_ddp3_to_tp2 GPT_ddp3_half 4 6 parallelism.tp_size=2 "${FSDP[@]}"
 mpi 2 "$MPIACCEL" generate --checkpoint GPT_np1.ckpt --prompt "The " --max-new 40 --ids parallelism.tp_size=2 \
   > gen_tp2.txt 2> gen_tp2.err || { cat gen_tp2.txt gen_tp2.err; fail "generate at tp 2"; }
 [ "$(tail -1 gen_np1.txt)" = "$(tail -1 gen_tp2.txt)" ] || fail "tp 2 sampled other tokens than np 1"
+# --logits writes the whole vocabulary's logits, split or not (a prompt of 5 bytes: not a multiple of tp).
+"$MPIACCEL" generate --checkpoint GPT_np1.ckpt --prompt "Hello" --max-new 1 --logits np1.npy > /dev/null 2>&1 \
+  || fail "generate --logits at np 1"
+mpi 2 "$MPIACCEL" generate --checkpoint GPT_np1.ckpt --prompt "Hello" --max-new 1 --logits tp2.npy \
+  parallelism.tp_size=2 parallelism.sequence_parallel=true > gen_logits.out 2>&1 \
+  || { cat gen_logits.out; fail "generate --logits at tp 2"; }
+"$SOURCE_DIR/.venv/bin/python" -c '
+import numpy as np
+a, b = np.load("np1.npy"), np.load("tp2.npy")
+assert a.shape == b.shape == (5, 256), (a.shape, b.shape)
+d = float(abs(a - b).max()); print(f"logits at tp 2: max |diff| {d:.2e}"); assert d < 1e-4
+' || fail "the logits at tp 2 differ from np 1"
 
 # A tp checkpoint exports whole tensors.
 for r in LLAMA_np1 LLAMA_tp2_shard2; do

@@ -99,7 +99,7 @@ int generate_from(Accelerator& acc, const GenerateArgs& g) {
     at::NoGradGuard no_grad;
     model->module().eval();
     const at::Tensor tokens = at::tensor(prompt_bytes(g.prompt), at::kLong).unsqueeze(0).to(at::Device(acc.device()));
-    const at::Tensor logits = model->forward(tokens).squeeze(0);
+    const at::Tensor logits = whole_logits(*model, tokens).squeeze(0);
     if (acc.is_main_process()) write_npy(g.logits, logits);
   }
   if (g.ids) {

@@ -91,14 +91,10 @@ ShardedStateDict SplitState::to_whole(ShardedStateDict state) const {
       continue;
     }
     at::Tensor rows = t.local;  // Shared: the whole rows are this rank's own
-    if (m.way == Mapping::Way::Gathered) {
+    if (m.way == Mapping::Way::Gathered && m.whole_rows > 0) {
       // The group's slices of the same rows, side by side: whole rows.
-      const at::Tensor piece = t.local.contiguous();
-      at::Tensor blocks = at::empty({tp_->size(), piece.numel()}, piece.options());
-      if (piece.numel() > 0) tp_->all_gather(blocks.view({-1}), piece.view({-1}));
-      std::vector<at::Tensor> parts;
-      for (int r = 0; r < tp_->size(); ++r) parts.push_back(blocks[r].view(piece.sizes()));
-      rows = at::cat(parts, 1).reshape(with_rows(m.whole_rows, m.whole_shape));
+      const at::NoGradGuard no_grad;
+      rows = tp::gather_from_parallel(t.local, 1, tp_).reshape(with_rows(m.whole_rows, m.whole_shape));
     }
     const RowRange mine = even_row_range(m.whole_rows, tp_->size(), tp_->rank());
     t.local = rows.narrow(0, mine.begin, mine.count).contiguous();

@@ -22,6 +22,7 @@ at::Tensor unmasked_attention(const at::Tensor& q, const at::Tensor& k, const at
 at::Tensor heads_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool after_cache,
                            double dropout_p) {
   if (after_cache) return attention_after_cache(q, k, v);
+  if (dropout_p == 0.0) return causal_attention(q, k, v, 0.0);  // no draws: no stream to swap in
   const tp::RegionRng own_heads(q.device());
   return causal_attention(q, k, v, dropout_p);
 }

@@ -67,7 +67,7 @@ struct SplitContext {
   /// (tp::RegionRng), on the whole stream from the group's common one.
   template <class Dropout>
   at::Tensor dropout(Dropout& d, const at::Tensor& x) const {
-    if (!sequence_sharded) return d->forward(x);
+    if (!sequence_sharded || !d->is_training() || d->options.p() == 0.0) return d->forward(x);
     tp::RegionRng own_shard(x.device());
     return d->forward(x);
   }

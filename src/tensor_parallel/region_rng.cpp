@@ -58,16 +58,13 @@ void RegionRng::set_state(const at::Tensor& state) {
 
 RegionRng::RegionRng(at::Device device) : device_(device) {
   if (depth++ > 0) return;
-  const at::Tensor region = state();
-  {
-    std::lock_guard<std::mutex> lock(stream().mutex);
-    if (stream().type != device.type()) return;  // seeded for another device: nothing to swap
-  }
-  if (!region.defined()) return;
+  std::lock_guard<std::mutex> stream_lock(stream().mutex);
+  // Unseeded, or seeded for another device: nothing to swap.
+  if (!stream().state.defined() || stream().type != device.type()) return;
   at::Generator generator = default_generator(device_);
   std::lock_guard<std::mutex> lock(generator.mutex());
   saved_default_ = generator.get_state();
-  generator.set_state(region);
+  generator.set_state(stream().state);  // set_state copies: no clone of the stream
 }
 
 RegionRng::~RegionRng() {

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/comm.hpp"
@@ -48,6 +49,8 @@ namespace mpiaccel {
 
 class Runtime;
 class ActivationCheckpointing;
+class Pipeline;
+class PipelineModel;
 namespace detail {
 class SplitState;
 }
@@ -205,6 +208,14 @@ class Accelerator {
   /// Collective (one all-reduce): call it at a step boundary.
   bool preemption_agreed();
 
+  /// Cuts `module` (which is `model`) into the pipeline stages of
+  /// [parallelism] pp_size and keeps this rank's (include/mpiaccel/pipeline.hpp).
+  /// Once, before prepare() (and before building the optimizer over the
+  /// module's parameters); the Trainer then steps through the pipeline.
+  Pipeline& pipeline_parallelize(std::shared_ptr<torch::nn::Module> module, PipelineModel& model);
+  /// The pipeline, or nullptr when the model was not cut.
+  Pipeline* pipeline() { return pipeline_.get(); }
+
   std::shared_ptr<torch::nn::Module> model() const { return model_; }
   std::shared_ptr<torch::optim::Optimizer> optimizer() const { return optimizer_; }
 
@@ -212,6 +223,7 @@ class Accelerator {
   friend class AccumulateGuard;
   Checkpointer& checkpointer();
   void prepare_tensor_parallel();
+  void count_each_parameter_once();
 
   Runtime& runtime_;
   Config config_;
@@ -220,6 +232,8 @@ class Accelerator {
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<detail::SplitState> split_state_;  ///< with tp_size > 1
+  std::unordered_set<const void*> split_params_;     ///< the tp-split parameters (TensorImpls)
+  std::unique_ptr<Pipeline> pipeline_;               ///< with pp_size > 1
   PrecisionPolicy precision_;
   std::unique_ptr<GradScaler> scaler_;
   std::unique_ptr<ActivationCheckpointing> checkpointing_;

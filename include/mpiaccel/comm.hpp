@@ -83,6 +83,18 @@ class Communicator {
   virtual WorkHandle broadcast_async(at::Tensor tensor, int root) = 0;
   virtual WorkHandle barrier_async() = 0;
 
+  // --- point-to-point (pipeline parallelism): only this rank and `peer`
+  // take part, not the whole communicator. Non-blocking: the op starts at
+  // once, on the calling thread, and progresses in later calls. A message
+  // is matched by (peer, tag) in the order sent; the receiver's `tensor`
+  // must have the sender's element count and dtype. wait() holds the op to
+  // the communicator's deadline from the moment it was posted and, when it
+  // passes, aborts the job naming `what` ("stage 1's activations of
+  // microbatch 3 to stage 2"), the peer and this rank. A backend without
+  // point-to-point throws Error.
+  virtual WorkHandle send_async(at::Tensor tensor, int peer, int tag, const std::string& what);
+  virtual WorkHandle recv_async(at::Tensor tensor, int peer, int tag, const std::string& what);
+
   // --- blocking forms.
   void all_reduce(at::Tensor tensor, ReduceOp op = ReduceOp::Sum);
   void reduce_scatter(at::Tensor output, at::Tensor input, ReduceOp op = ReduceOp::Sum);

@@ -52,6 +52,14 @@ struct ParallelismConfig {
   int64_t tp_size = 1;            ///< tensor-parallel ranks (Megatron-style)
   bool tp_across_nodes = false;   ///< allow a tp group to span nodes
   bool sequence_parallel = false; ///< norms and dropout on sequence shards (tp > 1)
+  int64_t pp_size = 1;            ///< pipeline stages (ranks along the pipeline)
+  /// gpipe | 1f1b | interleaved_1f1b | zb_h1 (docs/parallelism.md)
+  std::string pp_schedule = "1f1b";
+  int64_t pp_virtual_stages = 0;  ///< stages per rank; 0 = 2 for interleaved_1f1b, else 1
+  int64_t pp_microbatches = 0;    ///< per optimizer step; 0 = [train] grad_accum_steps
+  std::string pp_layers;          ///< "0-3,4-7": each stage's layers; "" = balanced
+  int64_t cp_size = 1;            ///< context-parallel ranks (the sequence split for attention)
+  std::string cp_comm_strategy = "ring";  ///< ring | alltoall
 };
 
 struct DdpConfig {

@@ -44,13 +44,13 @@ struct MeshShape {
   std::string describe() const;
 };
 
-/// The mesh [parallelism] asks for on `world_size` ranks: dp_replicate ×
-/// dp_shard (× tp when tp_size > 1, innermost), an `auto` size resolved, [fsdp] HYBRID_SHARD's hybrid_group_size
+/// The mesh [parallelism] asks for on `world_size` ranks: (pp ×, outermost,
+/// when pp_size > 1) dp_replicate × dp_shard (× tp when tp_size > 1, innermost), an `auto` size resolved, [fsdp] HYBRID_SHARD's hybrid_group_size
 /// (the older way to say dp_shard; 0 = `ranks_per_node`, itself 0 when the
 /// nodes run different numbers of ranks) folded in. A shape
 /// that does not fit is one line with the numbers: sizes whose product is
 /// not the world size, two `auto`s, a HYBRID_SHARD group that disagrees,
-/// replicas under zero, a tp_size that does not divide the world.
+/// replicas under zero, a tp_size or pp_size that does not divide the world.
 MeshShape mesh_shape_of(const Config& config, int64_t world_size, int64_t ranks_per_node);
 
 /// The ranks each node runs when every node runs as many (`local_size` is
@@ -86,6 +86,9 @@ class Mesh {
   /// dimension; without one, this rank alone, made on the first call, which
   /// is then collective).
   std::shared_ptr<Communicator> tp() { return group({"tp"}); }
+  /// group({"pp"}): the ranks of this rank's pipeline, ordered by stage
+  /// (prebuilt with a pp dimension; otherwise as tp()).
+  std::shared_ptr<Communicator> pp() { return group({"pp"}); }
   /// "mesh dp_replicate 1 × dp_shard 4 (4 ranks); rank 2 at (0, 2)".
   std::string describe() const;
 

@@ -113,6 +113,44 @@ class WholeSequence {
   bool previous_;
 };
 
+/// The weight gradients a zero-bubble pipeline schedule defers (ZB-H1,
+/// docs/parallelism.md). A forward through a tp::Linear while a Recording
+/// of this store is alive on the thread builds a backward that computes the
+/// input's and the bias's gradients and keeps the weight's work here: the
+/// weight, the layer's input and its output's gradient. apply() then
+/// computes every kept weight gradient and accumulates it into the weight's
+/// .grad through autograd, so gradient hooks (DDP's, FSDP's) fire as in any
+/// backward. Any other layer computes its weight gradient in the backward.
+class DeferredWeightGrads {
+ public:
+  DeferredWeightGrads();
+  ~DeferredWeightGrads();
+  DeferredWeightGrads(const DeferredWeightGrads&) = delete;
+  DeferredWeightGrads& operator=(const DeferredWeightGrads&) = delete;
+
+  /// While alive, tp::Linear forwards on this thread defer to `store`. Nests.
+  class Recording {
+   public:
+    explicit Recording(DeferredWeightGrads& store);
+    ~Recording();
+    Recording(const Recording&) = delete;
+    Recording& operator=(const Recording&) = delete;
+
+   private:
+    void* previous_;
+  };
+
+  /// Computes and accumulates the kept weight gradients, then forgets them.
+  void apply();
+  /// Weight gradients kept (their backwards ran) and not yet applied.
+  size_t pending() const;
+
+  struct Store;
+
+ private:
+  std::shared_ptr<Store> store_;
+};
+
 /// What torch::nn::Linear is (same options, parameter names "weight" and
 /// "bias", same initialisation; its Module::name() is "Linear" where
 /// LibTorch's is "torch::nn::LinearImpl"), until a plan splits it: then it holds its slice and its forward communicates as its

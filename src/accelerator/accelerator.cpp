@@ -1,4 +1,5 @@
 #include "mpiaccel/accelerator.hpp"
+#include "mpiaccel/pipeline.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -79,6 +80,7 @@ void Accelerator::prepare(std::shared_ptr<torch::nn::Module> model,
   // Module::to() swaps each parameter's data in place, so the optimizer,
   // built over the same tensors, follows the move.
   if (mesh_->shape().size("tp") > 1) prepare_tensor_parallel();
+  count_each_parameter_once();
   if (device() != "cpu") model_->to(at::Device(device()));
   strategy_->prepare(model_, optimizer_);
   // After the strategy: it wraps FSDP's interceptor, so recomputation happens
@@ -99,11 +101,26 @@ void Accelerator::prepare_tensor_parallel() {
   std::unordered_set<const void*> split_params;
   for (const auto& item : model_->named_parameters())
     if (splits.count(item.key())) split_params.insert(item.value().unsafeGetTensorImpl());
-  const bool first = mesh_->tp()->rank() == 0;
-  strategy_->count_in_grad_norm([split_params, first](const at::Tensor& param) {
-    return first || split_params.count(param.unsafeGetTensorImpl()) > 0;
-  });
+  split_params_ = std::move(split_params);
   split_state_ = std::make_unique<detail::SplitState>(std::move(splits), mesh_->tp());
+}
+
+// The gradient norm counts every parameter of the model once: a parameter
+// every rank of a tp group holds whole on the group's first rank, one that
+// two pipeline stages hold (a tied embedding) on the lower stage.
+void Accelerator::count_each_parameter_once() {
+  if (!split_state_ && !pipeline_) return;
+  const bool first_of_tp = !split_state_ || mesh_->tp()->rank() == 0;
+  strategy_->count_in_grad_norm([this, first_of_tp](const at::Tensor& param) {
+    const bool once_in_tp = first_of_tp || split_params_.count(param.unsafeGetTensorImpl()) > 0;
+    return once_in_tp && (!pipeline_ || pipeline_->counts_in_grad_norm(param));
+  });
+}
+
+Pipeline& Accelerator::pipeline_parallelize(std::shared_ptr<torch::nn::Module> module, PipelineModel& model) {
+  MPIACCEL_CHECK(!model_ && !pipeline_, "Accelerator::pipeline_parallelize: call it once, before prepare()");
+  pipeline_ = std::make_unique<Pipeline>(*this, std::move(module), model);
+  return *pipeline_;
 }
 
 AutocastGuard Accelerator::autocast() const { return AutocastGuard(device(), precision_.param_dtype); }
@@ -175,6 +192,8 @@ double Accelerator::clip_grad_norm(double max_norm) {
   // Each tp rank's norm covers its slices (and, on the first, the whole
   // parameters): the group's sum of squares is the model's.
   if (split_state_) norm = std::sqrt(mesh_->tp()->all_reduce_scalar(norm * norm, ReduceOp::Sum));
+  // And each pipeline stage's covers its layers.
+  if (pipeline_) norm = std::sqrt(mesh_->pp()->all_reduce_scalar(norm * norm, ReduceOp::Sum));
   // torch.nn.utils.clip_grad_norm_: scale only when over the limit, with the
   // same 1e-6 guard against a zero norm.
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)

@@ -12,6 +12,7 @@
 
 #include "accelerator/split_state.hpp"
 #include "mpiaccel/accelerator.hpp"
+#include "mpiaccel/pipeline.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
@@ -96,6 +97,7 @@ std::string Accelerator::save_state(int64_t step, const std::map<std::string, st
   meta.trainer["mesh"] = mesh_->shape().describe();  // whose RNG states these are
   ShardedStateDict state = strategy_->state_dict(*optimizer_);
   if (split_state_) state = split_state_->to_whole(std::move(state));
+  if (pipeline_) state = pipeline_->state_of_all_stages(std::move(state));
   return config_.checkpoint.async ? checkpointer().save_async(state, step, meta)
                                   : checkpointer().save(state, step, meta);
 }

@@ -63,6 +63,14 @@ void wait_all(const std::vector<WorkHandle>& works) {
     if (work) work->wait();
 }
 
+WorkHandle Communicator::send_async(at::Tensor, int, int, const std::string& what) {
+  MPIACCEL_THROW("send of " + what + ": the " + backend() + " communicator has no point-to-point messages");
+}
+
+WorkHandle Communicator::recv_async(at::Tensor, int, int, const std::string& what) {
+  MPIACCEL_THROW("recv of " + what + ": the " + backend() + " communicator has no point-to-point messages");
+}
+
 void Communicator::all_reduce(at::Tensor tensor, ReduceOp op) {
   detail::CallerWaitsScope caller_waits;
   all_reduce_async(std::move(tensor), op)->wait();

@@ -1,4 +1,5 @@
 #include "comm/mpi_communicator.hpp"
+#include "comm/peer_work.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -198,6 +199,27 @@ WorkHandle MpiCommunicator::broadcast_async(at::Tensor tensor, int root) {
 WorkHandle MpiCommunicator::barrier_async() {
   return thread_->enqueue("barrier", "barrier",
                           [comm = comm_] { MPIACCEL_CHECK_MPI(MPI_Barrier(comm)); });
+}
+
+namespace {
+void check_peer(int peer, int size, const char* op) {
+  MPIACCEL_CHECK(peer >= 0 && peer < size, std::string(op) + ": peer " + std::to_string(peer) +
+                                               " is not a rank of this communicator of " + std::to_string(size));
+}
+}  // namespace
+
+WorkHandle MpiCommunicator::send_async(at::Tensor tensor, int peer, int tag, const std::string& what) {
+  check_tensor(tensor, "send", "tensor", false, "MPI");
+  check_peer(peer, size_, "send");
+  return std::make_shared<PeerWork>(PeerWork::Direction::Send, std::move(tensor), peer, tag, comm_, rank_,
+                                    timeout(), what);
+}
+
+WorkHandle MpiCommunicator::recv_async(at::Tensor tensor, int peer, int tag, const std::string& what) {
+  check_tensor(tensor, "recv", "tensor", false, "MPI");
+  check_peer(peer, size_, "recv");
+  return std::make_shared<PeerWork>(PeerWork::Direction::Recv, std::move(tensor), peer, tag, comm_, rank_,
+                                    timeout(), what);
 }
 
 std::string MpiCommunicator::broadcast_bytes(const std::string& bytes, int root) {

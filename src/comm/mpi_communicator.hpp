@@ -42,6 +42,8 @@ class MpiCommunicator final : public Communicator {
                                      std::vector<int64_t> counts) override;
   WorkHandle broadcast_async(at::Tensor tensor, int root) override;
   WorkHandle barrier_async() override;
+  WorkHandle send_async(at::Tensor tensor, int peer, int tag, const std::string& what) override;
+  WorkHandle recv_async(at::Tensor tensor, int peer, int tag, const std::string& what) override;
 
   std::string broadcast_bytes(const std::string& bytes, int root) override;
   std::vector<std::string> all_gather_bytes(const std::string& bytes) override;

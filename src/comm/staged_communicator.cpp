@@ -91,6 +91,13 @@ class StagedCommunicator final : public Communicator, public HostBacked {
     return landed(mpi_->broadcast_async(host, root), {{tensor, host}});
   }
   WorkHandle barrier_async() override { return mpi_->barrier_async(); }
+  WorkHandle send_async(at::Tensor tensor, int peer, int tag, const std::string& what) override {
+    return mpi_->send_async(staged_copy(tensor), peer, tag, what);
+  }
+  WorkHandle recv_async(at::Tensor tensor, int peer, int tag, const std::string& what) override {
+    at::Tensor host = staged_output(tensor);
+    return landed(mpi_->recv_async(host, peer, tag, what), {{tensor, host}});
+  }
 
   std::string broadcast_bytes(const std::string& bytes, int root) override {
     return mpi_->broadcast_bytes(bytes, root);

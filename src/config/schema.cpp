@@ -62,7 +62,17 @@ std::vector<KeySpec> build_schema() {
       .flag(MPIACCEL_KEY(Mp, tp_across_nodes),
             "allow a tensor-parallel group to span nodes (refused otherwise: its all-reduces are per layer)")
       .flag(MPIACCEL_KEY(Mp, sequence_parallel),
-            "with tp_size > 1: norms and dropout on sequence shards, all-gather/reduce-scatter for all-reduce");
+            "with tp_size > 1: norms and dropout on sequence shards, all-gather/reduce-scatter for all-reduce")
+      .integer(MPIACCEL_KEY(Mp, pp_size), at_least(1),
+               "pipeline stages: the model cut into consecutive layers, microbatches passed between ranks")
+      .choice(MPIACCEL_KEY(Mp, pp_schedule), {"gpipe", "1f1b", "interleaved_1f1b", "zb_h1"},
+              "the order of each stage's forwards and backwards (zb_h1: weight gradients fill the bubble)")
+      .integer(MPIACCEL_KEY(Mp, pp_virtual_stages), at_least(0),
+               "stages per rank (interleaved_1f1b: 2 or more); 0 = 2 for interleaved_1f1b, else 1")
+      .integer(MPIACCEL_KEY(Mp, pp_microbatches), at_least(0),
+               "microbatches per optimizer step, cut from the step's batches; 0 = [train] grad_accum_steps")
+      .text(MPIACCEL_KEY(Mp, pp_layers), true, "first-last layer of each stage, e.g. 0-3,4-7",
+            "each stage's layers; empty = balanced by parameter count");
 
   using P = DdpConfig;
   rows_of(rows, "ddp", &Config::ddp)

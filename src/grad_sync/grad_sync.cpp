@@ -149,7 +149,10 @@ void GradSync::finalize_locked() {
 }
 
 void GradSync::finalize_synchronized() {
-  const size_t missing = static_cast<size_t>(std::count(fired_.begin(), fired_.end(), 0));
+  // Missing: no gradient in this backward nor earlier in the no_sync window
+  // (a pipeline stage's chunks, or a split weight-gradient pass, each reach
+  // some parameters in one backward and the rest in others).
+  const size_t missing = static_cast<size_t>(std::count(used_.begin(), used_.end(), 0));
   // Parameters whose hook did not fire still fill their slot (a .grad
   // accumulated in a no_sync window, or zeros), so every bucket launches and
   // every rank issues the same collectives.
@@ -209,7 +212,7 @@ std::string GradSync::missing_message() const {
   std::string first;
   size_t count = 0;
   for (size_t i = 0; i < params_.size(); ++i)
-    if (!fired_[i] && count++ == 0) first = names_[i];
+    if (!used_[i] && count++ == 0) first = names_[i];
   if (count == 0) return "";
   std::string message = "parameter " + first + " received no gradient in this step";
   if (count > 1) message += " (and " + std::to_string(count - 1) + " more)";

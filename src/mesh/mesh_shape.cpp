@@ -29,17 +29,24 @@ int64_t hybrid_group(const Config& config, int64_t world, int64_t ranks_per_node
   return group;
 }
 
-// The data-parallel ranks left by tp_size, and how messages name them.
+// The data-parallel ranks left by pp_size and tp_size, and how messages name them.
 struct DataParallelRanks {
   int64_t count;
   std::string text;  // "6 ranks" or "3 data-parallel ranks (6 / tp_size 2)"
 };
 
-DataParallelRanks data_parallel_ranks(int64_t world, int64_t tp) {
-  MPIACCEL_CHECK(tp >= 1 && world % tp == 0, "[parallelism] tp_size " + n(tp) + " does not divide the " +
+DataParallelRanks data_parallel_ranks(int64_t world, int64_t pp, int64_t tp) {
+  MPIACCEL_CHECK(pp >= 1 && world % pp == 0, "[parallelism] pp_size " + n(pp) + " does not divide the " +
                                                  n(world) + " ranks; pick a divisor of the world size");
-  if (tp == 1) return {world, n(world) + " ranks"};
-  return {world / tp, n(world / tp) + " data-parallel ranks (" + n(world) + " / tp_size " + n(tp) + ")"};
+  MPIACCEL_CHECK(tp >= 1 && (world / pp) % tp == 0,
+                 "[parallelism] tp_size " + n(tp) + " does not divide the " + n(world / pp) + " ranks" +
+                     (pp > 1 ? " of a pipeline stage (" + n(world) + " / pp_size " + n(pp) + ")" : std::string()) +
+                     "; pick a divisor of the world size");
+  if (tp == 1 && pp == 1) return {world, n(world) + " ranks"};
+  std::string of = n(world);
+  if (pp > 1) of += " / pp_size " + n(pp);
+  if (tp > 1) of += " / tp_size " + n(tp);
+  return {world / pp / tp, n(world / pp / tp) + " data-parallel ranks (" + of + ")"};
 }
 
 }  // namespace
@@ -64,7 +71,8 @@ std::string MeshShape::describe() const {
 
 MeshShape mesh_shape_of(const Config& config, int64_t world_size, int64_t ranks_per_node) {
   const int64_t tp = config.parallelism.tp_size;
-  const DataParallelRanks dp = data_parallel_ranks(world_size, tp);
+  const int64_t pp = config.parallelism.pp_size;
+  const DataParallelRanks dp = data_parallel_ranks(world_size, pp, tp);
   const int64_t world = dp.count;
   int64_t replicate = config.parallelism.dp_replicate_size;
   int64_t shard = config.parallelism.dp_shard_size;
@@ -98,6 +106,7 @@ MeshShape mesh_shape_of(const Config& config, int64_t world_size, int64_t ranks_
                      ": ZeRO shards over every data-parallel rank; replicas of sharded groups are HSDP "
                      "(strategy = fsdp), or set dp_replicate_size = 1");
   MeshShape shape{{"dp_replicate", replicate}, {"dp_shard", shard}};
+  if (pp > 1) shape.dims.insert(shape.dims.begin(), {"pp", pp});
   if (tp > 1) shape.dims.push_back({"tp", tp});
   return shape;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mpiaccel/models.hpp"
+#include "mpiaccel/pipeline_model.hpp"
 #include "mpiaccel/tensor_parallel.hpp"
 
 namespace mpiaccel::detail {
@@ -88,7 +89,8 @@ void check_tp_divides(int64_t value, const std::string& key, int64_t ranks, cons
 /// What the GPT and the Llama share as text models: forward with and
 /// without the cache through one run(), the token cross-entropy, the context
 /// and layer counts of their spec, and the check of the tokens they are given.
-class TextModel : public Model, public CausalLm {
+/// Each declares its pipeline pieces (include/mpiaccel/pipeline_model.hpp).
+class TextModel : public Model, public CausalLm, public PipelineModel {
  public:
   TextModel(const ModelSpec& spec, std::string name) : spec_(spec), name_(std::move(name)) {}
 
@@ -127,6 +129,9 @@ class TextModel : public Model, public CausalLm {
   /// The context of a forward over `time` positions (checks that a sequence
   /// shard divides them).
   SplitContext split_context(int64_t time) const;
+  /// The context of a layer given the hidden state `hidden` (a pipeline
+  /// stage's input): sequence-sharded when the model runs sequence-parallel.
+  SplitContext hidden_context(const at::Tensor& hidden) const;
   /// Positions [first, first + time) of a forward, this rank's shard of them
   /// when the sequence is sharded.
   at::Tensor positions_of(int64_t first, int64_t time, const SplitContext& ctx, const at::TensorOptions& options) const;

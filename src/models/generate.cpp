@@ -64,6 +64,10 @@ SplitContext TextModel::split_context(int64_t time) const {
   return ctx;
 }
 
+SplitContext TextModel::hidden_context(const at::Tensor&) const {
+  return {tp_, tp_ && sequence_parallel_ && !tp::WholeSequence::active()};
+}
+
 at::Tensor TextModel::positions_of(int64_t first, int64_t time, const SplitContext& ctx,
                                    const at::TensorOptions& options) const {
   if (!ctx.sequence_sharded) return at::arange(first, first + time, options);

@@ -167,19 +167,47 @@ class Gpt : public torch::nn::Module, public HasUnits, public TextModel {
   at::Tensor run(const at::Tensor& input, KvCache* cache) override {
     const int64_t start = first_position(input, cache);
     const SplitContext ctx = split_context(input.size(1));
+    at::Tensor x = embed(input, start, ctx);
+    for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, cache, ctx);
+    return head(x, ctx);
+  }
+
+  // The pipeline's pieces: the embeddings, each block, the final norm and
+  // the head tied to the token embedding (so wte is on the first and the
+  // last stage).
+  PipelinePieces pipeline_pieces() const override {
+    PipelinePieces pieces{{"wte", "wpe"}, {}, {"ln_f", "wte"}};
+    for (size_t i = 0; i < layers_.size(); ++i) pieces.layers.push_back({"blocks." + std::to_string(i)});
+    return pieces;
+  }
+  at::Tensor pipeline_first(const at::Tensor& input) override {
+    return embed(input, first_position(input, nullptr), split_context(input.size(1)));
+  }
+  at::Tensor pipeline_layer(int64_t layer, const at::Tensor& hidden) override {
+    return run_layer(static_cast<size_t>(layer), hidden, nullptr, hidden_context(hidden));
+  }
+  at::Tensor pipeline_last(const at::Tensor& hidden, const at::Tensor& target) override {
+    return loss(head(hidden, hidden_context(hidden)), target);
+  }
+
+  // Token and position embeddings of `input` (positions from `start`).
+  at::Tensor embed(const at::Tensor& input, int64_t start, const SplitContext& ctx) {
     // On a sequence shard: this rank's positions, each rank's use of the
     // position table a part of its gradient.
     const at::Tensor positions = positions_of(start, input.size(1), ctx, input.options());
     const at::Tensor x0 = wte_->forward(input) + at::embedding(ctx.shared(wpe_->weight), positions);
-    at::Tensor x = ctx.dropout(dropout_, x0);
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      DecoderLayer& layer = *layers_[i];
-      x = units().run(layer, x, [&layer, cache, i, ctx](const at::Tensor& in) { return layer.forward(in, cache, i, ctx); });
-    }
-    x = normed(ln_f_, x, ctx);
+    return ctx.dropout(dropout_, x0);
+  }
+
+  at::Tensor run_layer(size_t i, const at::Tensor& x, KvCache* cache, const SplitContext& ctx) {
+    DecoderLayer& layer = *layers_[i];
+    return units().run(layer, x, [&layer, cache, i, ctx](const at::Tensor& in) { return layer.forward(in, cache, i, ctx); });
+  }
+
+  at::Tensor head(const at::Tensor& hidden, const SplitContext& ctx) {
     // Tied head: the token embedding read backwards, one parameter for both
     // (split: this rank's vocabulary rows, its slice of the logits).
-    return split_head(x, wte_->weight, ctx);
+    return split_head(normed(ln_f_, hidden, ctx), wte_->weight, ctx);
   }
 
   // Megatron's split: heads (the fused q, k, v by blocks), the MLP's width,

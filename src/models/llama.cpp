@@ -217,15 +217,46 @@ class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public TextM
     const SplitContext ctx = split_context(time);
     at::Tensor x = model_->embed_tokens->forward(input);  // a sequence shard under sequence parallelism
     // Attention sees the whole sequence: the rotary tables of all its positions.
-    const std::pair<at::Tensor, at::Tensor> rotary = rope_.cos_sin(start, time, x.device(), x.scalar_type());
-    for (size_t i = 0; i < model_->layers.size(); ++i) {
-      LlamaDecoderLayer& layer = *model_->layers[i];
-      // By value: activation checkpointing runs this again in backward, after run() returned.
-      x = units().run(layer, x, [&layer, rotary, cache, i, ctx](const at::Tensor& in) {
-        return layer.forward(in, rotary.first, rotary.second, cache, i, ctx);
-      });
-    }
-    x = model_->norm->forward(x, ctx);
+    const Rotary rotary = rope_.cos_sin(start, time, x.device(), x.scalar_type());
+    for (size_t i = 0; i < model_->layers.size(); ++i) x = run_layer(i, x, rotary, cache, ctx);
+    return head(x, ctx);
+  }
+
+  // The pipeline's pieces: the embedding, each layer, the final norm and the
+  // head (the embedding again when tied).
+  PipelinePieces pipeline_pieces() const override {
+    PipelinePieces pieces{{"model.embed_tokens"}, {}, {"model.norm", lm_head_ ? "lm_head" : "model.embed_tokens"}};
+    for (size_t i = 0; i < model_->layers.size(); ++i)
+      pieces.layers.push_back({"model.layers." + std::to_string(i)});
+    return pieces;
+  }
+  at::Tensor pipeline_first(const at::Tensor& input) override {
+    first_position(input, nullptr);  // checks the tokens
+    split_context(input.size(1));    // checks a sequence split
+    return model_->embed_tokens->forward(input);
+  }
+  at::Tensor pipeline_layer(int64_t layer, const at::Tensor& hidden) override {
+    const SplitContext ctx = hidden_context(hidden);
+    const int64_t time = hidden.size(1) * (ctx.sequence_sharded ? tp_->size() : 1);
+    const Rotary rotary = rope_.cos_sin(0, time, hidden.device(), hidden.scalar_type());
+    return run_layer(static_cast<size_t>(layer), hidden, rotary, nullptr, ctx);
+  }
+  at::Tensor pipeline_last(const at::Tensor& hidden, const at::Tensor& target) override {
+    return loss(head(hidden, hidden_context(hidden)), target);
+  }
+
+  using Rotary = std::pair<at::Tensor, at::Tensor>;  // cos, sin
+
+  at::Tensor run_layer(size_t i, const at::Tensor& x, const Rotary& rotary, KvCache* cache, const SplitContext& ctx) {
+    LlamaDecoderLayer& layer = *model_->layers[i];
+    // By value: activation checkpointing runs this again in backward, after run() returned.
+    return units().run(layer, x, [&layer, rotary, cache, i, ctx](const at::Tensor& in) {
+      return layer.forward(in, rotary.first, rotary.second, cache, i, ctx);
+    });
+  }
+
+  at::Tensor head(const at::Tensor& hidden, const SplitContext& ctx) {
+    const at::Tensor x = model_->norm->forward(hidden, ctx);
     return lm_head_ ? lm_head_->forward(x) : split_head(x, model_->embed_tokens->weight, ctx);
   }
 

@@ -12,6 +12,7 @@
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/tensor_parallel.hpp"
+#include "tensor_parallel/deferred_linear.hpp"
 
 namespace mpiaccel::tp {
 namespace {
@@ -97,17 +98,17 @@ void Linear::parallelize(const Style& style, std::shared_ptr<Communicator> group
 bool Linear::parallelized() const { return group_ && group_->size() > 1; }
 
 at::Tensor Linear::forward(const at::Tensor& x) {
-  if (!parallelized()) return at::linear(x, weight, bias);
+  if (!parallelized()) return detail::linear(x, weight, bias);
   const bool sequence_parallel = style_.sequence_parallel && !WholeSequence::active();
   if (style_.kind == Style::Kind::Colwise) {
     at::Tensor input = x;
     if (!style_.input_in_region)
       input = sequence_parallel ? gather_from_sequence(x, 1, group_) : copy_to_parallel(x, group_);
-    const at::Tensor y = at::linear(input, flat_blocks(weight, style_), flat_blocks(bias, style_));
+    const at::Tensor y = detail::linear(input, flat_blocks(weight, style_), flat_blocks(bias, style_));
     return style_.gather_output ? gather_from_parallel(y, -1, group_) : y;
   }
   const at::Tensor input = style_.input_is_parallel ? x : scatter_to_parallel(x, -1, group_);
-  const at::Tensor partial = at::linear(input, weight);
+  const at::Tensor partial = detail::linear(input, weight, at::Tensor());
   if (!sequence_parallel) {
     const at::Tensor y = reduce_from_parallel(partial, group_);
     return bias.defined() ? y + bias : y;

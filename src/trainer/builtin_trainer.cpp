@@ -15,6 +15,7 @@
 #include "mpiaccel/data.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/models.hpp"
+#include "mpiaccel/pipeline.hpp"
 #include "mpiaccel/strategy.hpp"
 #include "mpiaccel/trainer.hpp"
 #include "interop/hf_model.hpp"
@@ -112,8 +113,8 @@ std::shared_ptr<Model> build_builtin_model(Accelerator& acc) {
   ModelInit init;
   std::string why_not;
   const bool split = config.parallelism.tp_size > 1;
-  if (split) {
-    // Every rank builds the whole model and keeps its slices (docs/parallelism.md).
+  if (split || config.parallelism.pp_size > 1) {
+    // Every rank builds the whole model and keeps its slices or stages (docs/parallelism.md).
   } else if (deferred_init_allowed(config, why_not) && acc.world_size() > 1) {
     // Rank 0's values are streamed to the others: only rank 0 materialises them.
     init.deferred = !acc.is_main_process();
@@ -175,6 +176,13 @@ TrainResult train(Accelerator& acc) {
   auto val_data = make_dataset(tc, "val");
   acc.print("mpiaccel train: " + tc.model + " (" + std::to_string(parameter_count(*model)) +
             " parameters) on " + tc.dataset);
+  if (acc.config().parallelism.pp_size > 1) {
+    auto* pieces = dynamic_cast<PipelineModel*>(model.get());
+    MPIACCEL_CHECK(pieces != nullptr, "[parallelism] pp_size " + std::to_string(acc.config().parallelism.pp_size) +
+                                          ": [train] model = " + tc.model +
+                                          " does not declare pipeline pieces; use gpt or llama, or pp_size = 1");
+    acc.pipeline_parallelize(as_module(model), *pieces);
+  }
 
   Trainer trainer(acc, as_module(model), [m = model.get()](const at::Tensor& x) { return m->forward(x); });
   trainer.loss([m = model.get()](const at::Tensor& out, const at::Tensor& y) { return m->loss(out, y); })
@@ -182,7 +190,9 @@ TrainResult train(Accelerator& acc) {
       .eval_data(val_data)
       .throughput_unit(kind.throughput_unit, kind.generates_text ? tc.seq_len : 1);
   if (kind.classifies) trainer.metric(accuracy_metric());
-  if (kind.generates_text && tc.sample_tokens > 0) trainer.text_at_end("sample", text_sample(model));
+  if (kind.generates_text && tc.sample_tokens > 0 && !acc.pipeline()) trainer.text_at_end("sample", text_sample(model));
+  if (kind.generates_text && tc.sample_tokens > 0 && acc.pipeline())
+    acc.print("no end-of-run sample: the model is cut into pipeline stages (generate from the checkpoint)");
   return trainer.train();
 }
 

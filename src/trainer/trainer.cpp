@@ -15,6 +15,7 @@
 
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/pipeline.hpp"
 #include "mpiaccel/runtime.hpp"
 #include "runtime/activity.hpp"
 #include "runtime/trace.hpp"
@@ -171,6 +172,18 @@ struct Trainer::Loop {
   // Forward, backward and the optimizer step of global step `n` (1-based);
   // returns this rank's loss, the mean over the micro-batches.
   double train_step(int64_t n, double& grad_norm) {
+    const double loss = acc.pipeline() ? pipeline_forward_backward(n) : forward_backward(n);
+    detail::set_activity(at_step(n, "optimizer step"));
+    detail::TraceScope span("optimizer step");
+    if (config.optimizer.grad_clip > 0) grad_norm = acc.clip_grad_norm(config.optimizer.grad_clip);
+    acc.step();
+    acc.zero_grad();
+    return loss;
+  }
+
+  // The step's grad_accum_steps batches, one after another through the
+  // model; returns this rank's loss, the mean over them.
+  double forward_backward(int64_t n) {
     // Summed where the loss lives and read once the step is queued: on a GPU
     // a read per micro-step would stall the host before every optimizer step.
     at::Tensor step_loss;
@@ -192,12 +205,20 @@ struct Trainer::Loop {
       }
       step_loss = step_loss.defined() ? step_loss + loss.detach() : loss.detach();
     }
-    detail::set_activity(at_step(n, "optimizer step"));
-    detail::TraceScope span("optimizer step");
-    if (config.optimizer.grad_clip > 0) grad_norm = acc.clip_grad_norm(config.optimizer.grad_clip);
-    acc.step();
-    acc.zero_grad();
     return step_loss.item<double>() / static_cast<double>(tc.grad_accum_steps);
+  }
+
+  // The step's grad_accum_steps batches together, cut into the pipeline's
+  // microbatches (the same samples as without a pipeline).
+  double pipeline_forward_backward(int64_t n) {
+    std::vector<at::Tensor> inputs, targets;
+    for (int64_t micro = 0; micro < tc.grad_accum_steps; ++micro) {
+      detail::set_activity(at_step(n, "waiting for the next batch"));
+      const Batch batch = loader.next();
+      inputs.push_back(batch.input);
+      targets.push_back(batch.target);
+    }
+    return acc.pipeline()->train_step(at::cat(inputs), at::cat(targets));
   }
 
   void restart_window() {
@@ -321,7 +342,8 @@ struct Trainer::Loop {
 TrainResult Trainer::train() {
   const Config& config = acc_.config();
   MPIACCEL_CHECK(train_data_ != nullptr, "Trainer: no training data (call train_data)");
-  MPIACCEL_CHECK(step_loss_ || loss_, "Trainer: no loss (call loss, or step_loss for a custom batch)");
+  MPIACCEL_CHECK(step_loss_ || loss_ || acc_.pipeline(),
+                 "Trainer: no loss (call loss, or step_loss for a custom batch)");
   at::set_num_threads(static_cast<int>(config.train.num_threads));
   detail::set_activity("preparing the model and data");
   detail::Watchdog watchdog(std::chrono::milliseconds(static_cast<int64_t>(config.distributed.timeout_s * 1000)));
@@ -335,6 +357,18 @@ TrainResult Trainer::train() {
     acc_.set_seed(static_cast<uint64_t>(config.distributed.seed) + 1, /*device_specific=*/true);
   }
   StepLoss step = step_loss_;
+  if (acc_.pipeline()) {
+    MPIACCEL_CHECK(metrics_.empty() && !step_loss_,
+                   "Trainer: a model cut into pipeline stages reports its loss only (no metric, no step_loss): "
+                   "the last stage computes it");
+    acc_.print(acc_.pipeline()->describe());
+  }
+  if (Pipeline* pipeline = acc_.pipeline())  // evaluation: the loss through the stages
+    step = [pipeline](const Batch& batch) {
+      StepOutput out;
+      out.loss = at::scalar_tensor(pipeline->eval_loss(batch.input, batch.target), at::kDouble);
+      return out;
+    };
   if (!step)
     step = [forward = forward_, loss = loss_](const Batch& batch) {
       StepOutput out;

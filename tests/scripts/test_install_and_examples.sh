@@ -5,7 +5,7 @@
 # each example under examples/ with find_package(mpiaccel) against that
 # prefix alone, and run them: run_main's failure contract; custom_loop,
 # custom_trainer and fsdp_own_model learn and reproduce np 1 at np 2 and 3
-# within 1e-5, tp_own_model at tp 2 and tp 2 × dp_shard 2; custom_trainer is pre-empted and resumes exactly.
+# within 1e-5, tp_own_model at tp 2 and tp 2 × dp_shard 2, pp_own_model at pp 2 (1f1b, zb_h1) and pp 2 × dp 2; custom_trainer is pre-empted and resumes exactly.
 source "$(dirname "$0")/lib.sh" "$1"
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -84,7 +84,7 @@ build_example() {  # build_example NAME
   cmake --build "ex_$1" -j 2 > "ex_$1.build" 2>&1 || { cat "ex_$1.build"; fail "building example $1"; }
   ! grep -q "warning:" "ex_$1.build" || { grep "warning:" "ex_$1.build"; fail "example $1 builds with warnings"; }
 }
-for ex in custom_loop custom_trainer fsdp_own_model tp_own_model; do build_example "$ex"; done
+for ex in custom_loop custom_trainer fsdp_own_model tp_own_model pp_own_model; do build_example "$ex"; done
 
 # Losses of two runs, step by step, within 1e-5 relative; the mean of the
 # last five logged losses below `learned` times that of the first five.
@@ -185,4 +185,19 @@ tp_run tp_tp2 2 train.batch_size=24
 expect_contains tp_tp2.out "tensor parallelism: 8 layers split over 2 ranks"
 tp_run tp_tp2_shard2 4 distributed.strategy=fsdp train.batch_size=12
 for r in tp_tp2 tp_tp2_shard2; do compare_losses tp_np1.jsonl $r.jsonl 0.7; same_parameters tp_np1 $r; done
+
+# pp_own_model: the model declares its pieces; np 1 (pp 1), pp 2 (1f1b, 4
+# microbatches), pp 2 × dp 2 under ddp, and pp 2 under zb_h1.
+pp_run() {  # pp_run NAME NP EXTRA...
+  local name=$1 np=$2; shift 2
+  mpi $np ex_pp_own_model/pp_own_model --config "$SOURCE_DIR/examples/pp_own_model/pp.ini" train.max_steps=60 \
+    train.log_every=1 logging.metrics_file=$name.jsonl checkpoint.dir=$name logging.progress=off "$@" \
+    > $name.out 2>&1 || { cat $name.out; fail "pp_own_model $name"; }
+}
+pp_run pp_np1 1 parallelism.pp_size=1 train.batch_size=24
+pp_run pp_pp2 2 train.batch_size=24
+expect_contains pp_pp2.out "pipeline parallelism: 2 stages"
+pp_run pp_pp2_dp2 4 train.batch_size=12 parallelism.pp_microbatches=2
+pp_run pp_pp2_zb 2 train.batch_size=24 parallelism.pp_schedule=zb_h1
+for r in pp_pp2 pp_pp2_dp2 pp_pp2_zb; do compare_losses pp_np1.jsonl $r.jsonl 0.7; same_parameters pp_np1 $r; done
 echo PASS

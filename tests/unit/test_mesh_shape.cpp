@@ -72,3 +72,18 @@ BOOST_AUTO_TEST_CASE(shapes_that_do_not_fit_are_one_line_with_the_numbers) {
   BOOST_TEST(message_of([] { Config::defaults({"parallelism.dp_shard_size=0"}); }).find(
                  "0 is out of range; accepted: a size >= 1 or auto") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(pipeline_stages_are_the_outermost_dimension) {
+  BOOST_TEST(shape({"parallelism.pp_size=2"}, 4) == "pp 2 × dp_replicate 1 × dp_shard 2 (4 ranks)");
+  BOOST_TEST(shape({"parallelism.pp_size=2", "parallelism.tp_size=2"}, 8) ==
+             "pp 2 × dp_replicate 1 × dp_shard 2 × tp 2 (8 ranks)");
+  BOOST_TEST(shape({"parallelism.pp_size=4"}, 4) == "pp 4 × dp_replicate 1 × dp_shard 1 (4 ranks)");
+  BOOST_TEST(error({"parallelism.pp_size=3"}, 4) ==
+             "[parallelism] pp_size 3 does not divide the 4 ranks; pick a divisor of the world size");
+  BOOST_TEST(error({"parallelism.pp_size=2", "parallelism.tp_size=4"}, 4) ==
+             "[parallelism] tp_size 4 does not divide the 2 ranks of a pipeline stage (4 / pp_size 2); pick a "
+             "divisor of the world size");
+  BOOST_TEST(error({"parallelism.pp_size=2", "parallelism.dp_replicate_size=3"}, 4) ==
+             "[parallelism] dp_replicate_size 3 does not divide the 2 data-parallel ranks (4 / pp_size 2); pick a "
+             "divisor, or give both sizes");
+}

@@ -41,6 +41,8 @@ class NcclCommunicator final : public Communicator, public HostBacked {
                                      std::vector<int64_t> counts) override;
   WorkHandle broadcast_async(at::Tensor tensor, int root) override;
   WorkHandle barrier_async() override;
+  WorkHandle send_async(at::Tensor tensor, int peer, int tag, const std::string& what) override;
+  WorkHandle recv_async(at::Tensor tensor, int peer, int tag, const std::string& what) override;
 
   // Host bytes travel over MPI (our own split of the bootstrap communicator).
   std::string broadcast_bytes(const std::string& bytes, int root) override {

@@ -161,6 +161,31 @@ WorkHandle NcclCommunicator::broadcast_async(at::Tensor tensor, int root) {
   });
 }
 
+// NCCL matches point-to-point messages by their order between two ranks, not
+// by tag: the caller sends in the order the peer receives (the pipeline
+// keeps one communicator per direction for that, docs/parallelism.md).
+WorkHandle NcclCommunicator::send_async(at::Tensor tensor, int peer, int tag, const std::string& what) {
+  if (on_host({tensor})) return host_->send_async(std::move(tensor), peer, tag, what);
+  check(tensor, "send", "tensor");
+  check_root(peer, size(), "send");
+  const ncclDataType_t type = nccl_datatype(tensor.scalar_type());
+  return launch("send", "send of " + what + " (" + describe_op("send", tensor) + ")", {tensor}, [&] {
+    return ncclSend(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), type, peer, state_->comm,
+                    stream_->stream());
+  });
+}
+
+WorkHandle NcclCommunicator::recv_async(at::Tensor tensor, int peer, int tag, const std::string& what) {
+  if (on_host({tensor})) return host_->recv_async(std::move(tensor), peer, tag, what);
+  check(tensor, "recv", "tensor");
+  check_root(peer, size(), "recv");
+  const ncclDataType_t type = nccl_datatype(tensor.scalar_type());
+  return launch("recv", "recv of " + what + " (" + describe_op("recv", tensor) + ")", {tensor}, [&] {
+    return ncclRecv(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), type, peer, state_->comm,
+                    stream_->stream());
+  });
+}
+
 WorkHandle NcclCommunicator::barrier_async() {
   // A one-word all-reduce: complete only once every rank has issued it. Its
   // wait() blocks the host, as a barrier's caller expects.

@@ -1,0 +1,100 @@
+#pragma once
+// Pipeline parallelism (docs/parallelism.md, "Pipeline parallelism").
+//
+// A model is cut into stages of consecutive layers, one (or, interleaved,
+// several) per rank of the mesh's pp dimension. LibTorch has no tracer to cut
+// an arbitrary forward, so a model declares its pieces: a first function (the
+// embedding), its layers, and a last function (the head and the loss), each
+// naming the modules it uses. The bundled GPT and Llama do; a model of your
+// own implements PipelineModel (examples/pp_own_model):
+//
+//   auto model = std::make_shared<MyModel>();      // : torch::nn::Module, mpiaccel::PipelineModel
+//   acc.pipeline_parallelize(model, *model);        // keeps this rank's stages
+//   mpiaccel::Trainer trainer(acc, model);          // steps through the pipeline
+//
+// A step's batch is cut into microbatches that flow through the stages by
+// non-blocking point-to-point messages (Communicator::send_async), in the
+// order a schedule gives each rank: GPipe, 1F1B, interleaved 1F1B or ZB-H1,
+// whose backward is split into an input-gradient pass and a weight-gradient
+// pass (tp::Linear layers defer their weight gradients to it).
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mpiaccel/pipeline_model.hpp"
+#include "mpiaccel/pipeline_schedule.hpp"
+#include "mpiaccel/state.hpp"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace mpiaccel {
+
+class Accelerator;
+
+/// This rank's stages of a model, and the step that runs them
+/// (Accelerator::pipeline_parallelize makes it).
+class Pipeline {
+ public:
+  /// Cuts `module` (which is `model`) for this rank of the mesh's pp group by
+  /// [parallelism] pp_*: the modules of other stages' pieces are replaced by
+  /// empty ones and their memory freed, so module.named_parameters() is this
+  /// rank's, under the whole model's names.
+  Pipeline(Accelerator& acc, std::shared_ptr<torch::nn::Module> module, PipelineModel& model);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  int64_t stage_count() const;
+  /// This rank's stages, ascending.
+  const std::vector<int64_t>& stages() const;
+  /// Layers [begin, end) of `stage`.
+  std::pair<int64_t, int64_t> layers_of(int64_t stage) const;
+  int64_t microbatches() const;
+  PipelineScheduleKind schedule() const;
+  /// "pipeline stage 1 of 2 (layers 2-3, the last piece), schedule 1f1b, 4 microbatches".
+  std::string describe() const;
+
+  /// One optimizer step's forward and backward: `input` and `target` (the
+  /// step's batch, alike on every rank of the pipeline) are cut into the
+  /// microbatches along dim 0. Gradients of the step's mean loss accumulate
+  /// in this rank's parameters, reduced over the data-parallel group by the
+  /// strategy at the rank's last backward; a tied parameter's gradients are
+  /// then summed over its stages. Returns the mean loss, on every rank of the
+  /// pipeline. Collective over the pipeline and data-parallel groups.
+  double train_step(const at::Tensor& input, const at::Tensor& target);
+  /// The mean loss of `input` without gradients (forward only). Collective
+  /// over the pipeline group.
+  double eval_loss(const at::Tensor& input, const at::Tensor& target);
+  /// Whether the gradient norm counts `param` here: a tied parameter only on
+  /// its lowest stage.
+  bool counts_in_grad_norm(const at::Tensor& param) const;
+
+  /// `local` (this rank's state, as its strategy describes it) with every
+  /// other stage's tensors added with no rows of this rank, and a tied
+  /// parameter written by its lowest stage only: what a checkpoint of the
+  /// whole model needs from each rank (the same list on every rank).
+  /// Collective over the pipeline group.
+  ShardedStateDict state_of_all_stages(ShardedStateDict local) const;
+
+  /// The last train_step's wall time and the time this rank computed in it
+  /// (the rest is the bubble and communication).
+  struct Timing {
+    double step_s = 0;
+    double compute_s = 0;
+  };
+  Timing last_timing() const;
+
+  struct Impl;  ///< internal (src/accelerator/pipeline_state.hpp)
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mpiaccel

@@ -1,0 +1,63 @@
+// Tensors between pipeline stages (see stage_messages.hpp).
+
+#include "accelerator/stage_messages.hpp"
+
+#include <ATen/ATen.h>
+
+#include <utility>
+
+#include "mpiaccel/error.hpp"
+
+namespace mpiaccel::detail {
+namespace {
+
+constexpr int64_t kMaxDims = 8;
+// Header: dtype, number of dimensions, the sizes.
+constexpr int64_t kHeaderWords = 2 + kMaxDims;
+
+int tag_of(int64_t tag) {
+  MPIACCEL_CHECK(tag >= 0 && tag < (int64_t{1} << 30),
+                 "pipeline parallelism: message tag " + std::to_string(tag) +
+                     " out of range: too many microbatches × stages in one step");
+  return static_cast<int>(tag);
+}
+
+}  // namespace
+
+StageMessages::StageMessages(std::shared_ptr<Communicator> comm, std::string what)
+    : comm_(std::move(comm)), what_(std::move(what)) {}
+
+void StageMessages::send(const at::Tensor& tensor, int peer, int64_t tag, const std::string& between) {
+  MPIACCEL_CHECK(tensor.dim() <= kMaxDims, "pipeline parallelism: a stage's " + what_ + " have " +
+                                               std::to_string(tensor.dim()) + " dimensions, more than " +
+                                               std::to_string(kMaxDims));
+  at::Tensor header = at::zeros({kHeaderWords}, at::kLong);
+  int64_t* h = header.data_ptr<int64_t>();
+  h[0] = static_cast<int64_t>(tensor.scalar_type());
+  h[1] = tensor.dim();
+  for (int64_t d = 0; d < tensor.dim(); ++d) h[2 + d] = tensor.size(d);
+  const at::Tensor payload = tensor.detach().contiguous();
+  const std::string name = what_ + " " + between;
+  sends_.push_back(comm_->send_async(header, peer, tag_of(tag), name + " (header)"));
+  sends_.push_back(comm_->send_async(payload, peer, tag_of(tag), name));
+  bytes_sent_ += payload.numel() * static_cast<int64_t>(payload.element_size());
+}
+
+at::Tensor StageMessages::receive(int peer, int64_t tag, const std::string& between, const at::Device& device) {
+  const std::string name = what_ + " " + between;
+  at::Tensor header = at::empty({kHeaderWords}, at::kLong);
+  comm_->recv_async(header, peer, tag_of(tag), name + " (header)")->wait();
+  const int64_t* h = header.data_ptr<int64_t>();
+  MPIACCEL_CHECK(h[1] >= 0 && h[1] <= kMaxDims, "pipeline parallelism: a malformed header for " + name);
+  const std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
+  at::Tensor tensor = at::empty(sizes, at::TensorOptions().dtype(static_cast<at::ScalarType>(h[0])).device(device));
+  comm_->recv_async(tensor, peer, tag_of(tag), name)->wait();
+  return tensor;
+}
+
+void StageMessages::finish_sends() {
+  wait_all(sends_);
+  sends_.clear();
+}
+
+}  // namespace mpiaccel::detail

@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpiaccel/config.hpp"
@@ -75,6 +76,13 @@ int64_t shard_elements(const ModelFootprint& model, int world);
 /// it (its slices: docs/parallelism.md). Throws Error for an unknown kind,
 /// and for sizes tp does not divide.
 ModelFootprint model_footprint(const std::string& kind, const ModelSpec& spec, int64_t tp = 1);
+/// The footprint of one pipeline rank of a bundled GPT or Llama holding the
+/// layers of `stages` (each [begin, end), as pipeline_cut gives them): their
+/// layers, the first piece (embeddings) if a stage starts at layer 0, the
+/// last piece (final norm and head, the tied embedding again) if one ends at
+/// the last layer. Throws Error for a model without pipeline pieces.
+ModelFootprint pipeline_stage_footprint(const std::string& kind, const ModelSpec& spec, int64_t tp,
+                                        const std::vector<std::pair<int64_t, int64_t>>& stages);
 /// The footprint counted from a built model: units are the modules whose
 /// Module::name() is one of `unit_classes`. Exact; what the closed form is
 /// tested against.
@@ -104,6 +112,7 @@ struct MemoryEstimate {
   std::string precision;      ///< fp32 | bf16 | fp16
   int world_size = 1;          ///< all ranks: data-parallel ranks × tp_size
   int tp_size = 1;             ///< tensor-parallel ranks: each holds its slices
+  int pp_size = 1;             ///< pipeline stages: the row is the heaviest stage's rank
   int64_t param_bytes = 0;      ///< device: parameters resident between steps
   int64_t grad_bytes = 0;       ///< device
   int64_t optimizer_bytes = 0;  ///< device (incl. the fp32 master in mixed precision)
@@ -153,8 +162,9 @@ MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spe
 /// seq_len/batch_size, [optimizer], [ddp], [fsdp] activation_checkpointing,
 /// sharding_strategy and reshard_after_forward)
 /// on `world_size` ranks (with [parallelism] tp_size: its slices, sharded
-/// over the world size / tp_size data-parallel ranks): every strategy, with
-/// and without offload, at fp32, bf16 and fp16.
+/// over the world size / tp_size data-parallel ranks; with pp_size: the
+/// heaviest pipeline rank's stages and in-flight microbatches): every
+/// strategy, with and without offload, at fp32, bf16 and fp16.
 std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size);
 
 /// The rows as a table like `accelerate estimate-memory` (sizes in KiB, MiB

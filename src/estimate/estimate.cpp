@@ -6,6 +6,7 @@
 
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/estimate.hpp"
+#include "estimate/pipeline_stages.hpp"
 
 namespace mpiaccel {
 namespace {
@@ -105,11 +106,12 @@ MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spe
 std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size) {
   const ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
   const int64_t tp = config.parallelism.tp_size;
-  MPIACCEL_CHECK(world_size % tp == 0, "estimate-memory: [parallelism] tp_size " + std::to_string(tp) +
-                                           " does not divide the " + std::to_string(world_size) + " ranks");
-  const ModelFootprint model = model_footprint(config.train.model, spec, tp);
+  const int64_t pp = config.parallelism.pp_size;
+  MPIACCEL_CHECK(world_size % (tp * pp) == 0,
+                 "estimate-memory: [parallelism] tp_size " + std::to_string(tp) + " × pp_size " + std::to_string(pp) +
+                     " does not divide the " + std::to_string(world_size) + " ranks");
   EstimateSettings settings;
-  settings.world_size = static_cast<int>(world_size / tp);
+  settings.world_size = static_cast<int>(world_size / tp / pp);
   settings.tp_size = static_cast<int>(tp);
   settings.sequence_parallel = config.parallelism.sequence_parallel;
   settings.optimizer_slots = optimizer_slots(config.optimizer);
@@ -120,14 +122,18 @@ std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size) {
   settings.activation_checkpointing = config.fsdp.activation_checkpointing;
   settings.reshard_after_forward =
       config.fsdp.reshard_after_forward && config.fsdp.sharding_strategy != "SHARD_GRAD_OP";
-  std::vector<MemoryEstimate> rows;
-  for (const char* precision : {"fp32", "bf16", "fp16"}) {
-    for (const char* strategy : {"ddp", "zero1", "zero2", "fsdp"})
-      rows.push_back(estimate_memory(model, spec, strategy, false, precision, settings));
-    for (const char* strategy : {"zero1", "zero2", "fsdp"})
-      rows.push_back(estimate_memory(model, spec, strategy, true, precision, settings));
-  }
-  return rows;
+  const detail::RowsOf rows_of = [&](const ModelFootprint& model) {
+    std::vector<MemoryEstimate> rows;
+    for (const char* precision : {"fp32", "bf16", "fp16"}) {
+      for (const char* strategy : {"ddp", "zero1", "zero2", "fsdp"})
+        rows.push_back(estimate_memory(model, spec, strategy, false, precision, settings));
+      for (const char* strategy : {"zero1", "zero2", "fsdp"})
+        rows.push_back(estimate_memory(model, spec, strategy, true, precision, settings));
+    }
+    return rows;
+  };
+  if (pp > 1) return detail::estimate_pipeline(config, spec, settings, rows_of);
+  return rows_of(model_footprint(config.train.model, spec, tp));
 }
 
 }  // namespace mpiaccel

@@ -65,9 +65,15 @@ std::string format_estimate_table(const Config& config, const ModelFootprint& mo
     out << " (" << model.units << " units, largest " << grouped(model.largest_unit_params) << "; "
         << grouped(model.root_params) << " outside units)";
   out << ", " << world << " rank" << (world == 1 ? "" : "s");
-  if (tp > 1)
-    out << " (" << world / tp << " data-parallel × tp " << tp
-        << (config.parallelism.sequence_parallel ? ", sequence parallel" : "") << ")";
+  const int pp = rows.empty() ? 1 : rows.front().pp_size;
+  if (tp > 1 || pp > 1) {
+    out << " (" << (pp > 1 ? "pp " + std::to_string(pp) + " × " : std::string()) << world / tp / pp
+        << " data-parallel";
+    if (tp > 1) out << " × tp " << tp << (config.parallelism.sequence_parallel ? ", sequence parallel" : "");
+    if (pp > 1)
+      out << "; the heaviest stage's rank, " << config.parallelism.pp_schedule << " keeping its microbatches in flight";
+    out << ")";
+  }
   out << ", " << config.optimizer.name << ", batch "
       << config.train.batch_size;
   if (model.kind == "gpt" || model.kind == "llama") out << " x " << config.train.seq_len << " tokens";
@@ -122,6 +128,7 @@ std::string format_estimate_json(const Config& config, const ModelFootprint& mod
       << ", \"largest_unit_params\": " << model.largest_unit_params << ", \"root_params\": " << model.root_params
       << ", \"units\": " << model.units << "}, \"world_size\": " << (rows.empty() ? 1 : rows.front().world_size)
       << ", \"tp_size\": " << (rows.empty() ? 1 : rows.front().tp_size)
+      << ", \"pp_size\": " << (rows.empty() ? 1 : rows.front().pp_size)
       << ", \"optimizer\": " << json_string(config.optimizer.name) << ", \"batch_size\": " << config.train.batch_size
       << ", \"seq_len\": " << config.train.seq_len << ", \"activation_checkpointing\": "
       << (config.fsdp.activation_checkpointing ? "true" : "false") << ", \"rows\": [";

@@ -14,6 +14,7 @@
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/estimate.hpp"
 #include "mpiaccel/models.hpp"
+#include "support/scratch_dir.hpp"
 
 using namespace mpiaccel;
 
@@ -231,4 +232,58 @@ BOOST_AUTO_TEST_CASE(all_rows_of_a_config) {
   BOOST_TEST(json.find("\"params\": " + std::to_string(m.params)) != std::string::npos);
   config.fsdp.activation_checkpointing = true;
   BOOST_TEST(estimate_all(config, 8)[0].activation_bytes < rows[0].activation_bytes);
+}
+
+// Pipeline stages: each rank's footprint is the parameters its stages'
+// pieces hold in a model cut as the Pipeline cuts it (the tied GPT embedding
+// on the first and the last stage), and its activations those of the
+// microbatches the schedule keeps in flight.
+BOOST_AUTO_TEST_CASE(pipeline_stages_hold_their_pieces) {
+  const ModelSpec g = gpt(4, 64, 4, 32);
+  const ModelFootprint whole = model_footprint("gpt", g);
+  const ModelFootprint first = pipeline_stage_footprint("gpt", g, 1, {{0, 2}});
+  const ModelFootprint last = pipeline_stage_footprint("gpt", g, 1, {{2, 4}});
+  BOOST_TEST(first.params + last.params == whole.params + g.vocab_size * g.n_embd);  // wte twice
+  BOOST_TEST(pipeline_stage_footprint("gpt", g, 1, {{0, 4}}).params == whole.params);
+  BOOST_TEST(first.units == 2);
+  BOOST_TEST(last.root_params == 2 * g.n_embd + g.vocab_size * g.n_embd);  // ln_f and the tied head
+
+  ModelSpec l = g;
+  l.n_kv_head = 2;
+  l.intermediate_size = 96;
+  const ModelFootprint llama = model_footprint("llama", l);
+  // Counted from the built model: every stage's pieces of the untied Llama sum to the whole.
+  auto model = make_model("llama", l);
+  BOOST_TEST(count_footprint(*model, model_unit_classes("llama")).params == llama.params);
+  int64_t sum = 0;
+  for (auto stage : std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 3}, {3, 4}})
+    sum += pipeline_stage_footprint("llama", l, 1, {stage}).params;
+  BOOST_TEST(sum == llama.params);
+  // Interleaved: a rank holding stages 0 and 2 of 4.
+  BOOST_TEST(pipeline_stage_footprint("llama", l, 1, {{0, 1}, {2, 3}}).units == 2);
+  BOOST_TEST(mpiaccel::test::message_of([] { pipeline_stage_footprint("mlp", ModelSpec{}, 1, {{0, 1}}); })
+                 .find("does not declare pipeline pieces") != std::string::npos);
+
+  // pp 2 under 1f1b with 4 microbatches of 4: rank 0 (layers 0-1, no head)
+  // keeps 2 in flight; the rows are the heaviest rank's.
+  Config config = Config::defaults({"train.model=llama", "model.n_layer=4", "model.n_embd=64", "model.n_head=4",
+                                    "model.n_kv_head=2", "model.intermediate_size=96", "train.seq_len=32",
+                                    "train.batch_size=16", "parallelism.pp_size=2", "parallelism.pp_microbatches=4"});
+  const ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
+  const std::vector<MemoryEstimate> rows = estimate_all(config, 2);
+  BOOST_TEST(rows.front().pp_size == 2);
+  BOOST_TEST(rows.front().world_size == 2);
+  ModelSpec two = spec;
+  two.n_layer = 2;
+  ModelSpec one = spec;
+  one.n_layer = 1;
+  const int64_t head = 2 * activation_bytes("llama", one, 4, 4, false) - activation_bytes("llama", two, 4, 4, false);
+  const int64_t first_rank = 2 * (activation_bytes("llama", two, 4, 4, false) - head);
+  const int64_t last_rank = 1 * activation_bytes("llama", two, 4, 4, false);
+  // ddp fp32 (the first row): 16 bytes per parameter (gradients as bucket views).
+  const int64_t first_peak = 16 * pipeline_stage_footprint("llama", spec, 1, {{0, 2}}).params + first_rank;
+  const int64_t last_peak = 16 * pipeline_stage_footprint("llama", spec, 1, {{2, 4}}).params + last_rank;
+  BOOST_TEST(rows.front().strategy == "ddp");
+  BOOST_TEST(rows.front().activation_bytes == (first_peak >= last_peak ? first_rank : last_rank));
+  BOOST_TEST(rows.front().device_peak_bytes() == std::max(first_peak, last_peak));
 }

@@ -135,7 +135,7 @@ std::vector<KeyRule> launch_rules() {
       {"dynamo_config.*", "refused", kNoCompile, {}, {"\"NO\"", "false", "null"}},
       {"fp8_config.*", "refused", "mpiaccel has no FP8 training; accepted: mixed_precision: bf16 or fp16", {}, {"null"}},
       {"fp8_config", "refused", "mpiaccel has no FP8 training", {}, {"null", "{}"}},
-      {"megatron_lm_config.*", "refused", "mpiaccel has no Megatron-LM tensor or pipeline parallelism yet", {}, {"null"}},
+      {"megatron_lm_config.*", "refused", "Megatron-LM is a Python plugin; mpiaccel's tensor and pipeline parallelism are [parallelism] tp_size, pp_size", {}, {"null"}},
       {"ipex_config.*", "refused", "Intel Extension for PyTorch is Python-only", {}, {"null", "false"}},
       {"mpirun_config.mpirun_hostfile", "mapped", "launch.mpirun_args = --hostfile FILE", hostfile},
       {"mpirun_config.mpirun_ccl", "moot", "oneCCL workers are Intel's CPU backend; mpiaccel's is MPI"},

@@ -282,7 +282,7 @@ std::vector<KeyRule> feature_rules() {
        "configures deepspeed.checkpointing, which only models calling it use; mpiaccel's is fsdp.activation_checkpointing"},
       {"checkpoint.*", "moot", "checkpoints are one parallel HDF5 file (docs/checkpoint.md)"},
       {"aio.*", "moot", kNoNvme},
-      off_unless("pipeline.*", "pipeline parallelism is not in mpiaccel yet", {"null"}),
+      off_unless("pipeline.*", "DeepSpeed's pipeline engine is built in Python (PipelineModule); mpiaccel's is [parallelism] pp_size", {"null"}),
       off_unless("compression_training.*", "no compression training", {"null"}),
       off_unless("sparse_attention.*", "no sparse attention", {"null"}),
   };

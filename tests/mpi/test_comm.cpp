@@ -293,6 +293,55 @@ BOOST_AUTO_TEST_CASE(async_all_reduce_progresses_while_caller_only_polls) {
   BOOST_TEST_MESSAGE("rank " << comm.rank() << " spun " << spins << " times on test()");
 }
 
+BOOST_AUTO_TEST_CASE(point_to_point_ring_every_dtype_and_size) {
+  // Each rank sends to the next and receives from the previous, every
+  // dtype and size, two tags per pair posted in reverse order of receipt:
+  // messages match by (peer, tag), not by posting order.
+  auto& comm = world();
+  const int p = comm.size(), r = comm.rank();
+  const int next = (r + 1) % p, previous = (r + p - 1) % p;
+  bool ok = true;
+  for (at::ScalarType type : kAllTypes)
+    for (int64_t n : kSizes) {
+      std::vector<at::Tensor> got{at::empty({n}, type), at::empty({n}, type)};
+      std::vector<mpiaccel::WorkHandle> works;
+      works.push_back(comm.recv_async(got[1], previous, 1, "tag 1"));
+      works.push_back(comm.recv_async(got[0], previous, 0, "tag 0"));
+      for (int tag = 0; tag < 2; ++tag)
+        works.push_back(comm.send_async(make(values(tag, r, n, type), type), next, tag, "ring"));
+      mpiaccel::wait_all(works);
+      for (int tag = 0; tag < 2; ++tag)
+        ok = ok && read(got[static_cast<size_t>(tag)]) == values(tag, previous, n, type);
+    }
+  MPIACCEL_CHECK_ALL(ok);
+}
+
+BOOST_AUTO_TEST_CASE(point_to_point_beside_collectives) {
+  // A message posted on the caller's thread does not wait behind the
+  // communication thread's collectives, nor they behind it.
+  auto& comm = world();
+  const int p = comm.size(), r = comm.rank();
+  at::Tensor big = at::ones({1 << 20});
+  auto reduce = comm.all_reduce_async(big, ReduceOp::Sum);
+  at::Tensor got = at::empty({1000}, at::kDouble);
+  auto recv = comm.recv_async(got, (r + p - 1) % p, 7, "beside an all_reduce");
+  auto send = comm.send_async(at::full({1000}, static_cast<double>(r), at::kDouble), (r + 1) % p, 7, "ring");
+  mpiaccel::wait_all({recv, send, reduce});
+  MPIACCEL_CHECK_ALL(at::all(got == static_cast<double>((r + p - 1) % p)).item<bool>());
+  MPIACCEL_CHECK_ALL(at::all(big == static_cast<float>(p)).item<bool>());
+  MPIACCEL_CHECK_ALL(send->name() == "send" && recv->name() == "recv");
+}
+
+BOOST_AUTO_TEST_CASE(point_to_point_bad_arguments_throw_before_posting) {
+  auto& comm = world();
+  const int p = comm.size();
+  MPIACCEL_CHECK_ALL(contains(error_of([&] { comm.send_async(at::zeros({4, 6}).t(), 0, 0, "x"); }),
+                              "not contiguous"));
+  MPIACCEL_CHECK_ALL(contains(error_of([&] { comm.recv_async(at::zeros({2}), p, 0, "x"); }),
+                              "recv: peer " + std::to_string(p) + " is not a rank of this communicator"));
+  MPIACCEL_CHECK_ALL(contains(error_of([&] { comm.send_async(at::zeros({2}), -1, 0, "x"); }), "send: peer -1"));
+}
+
 BOOST_AUTO_TEST_CASE(bytes_ops) {
   auto& comm = world();
   const int root = comm.size() / 2;

@@ -5,7 +5,7 @@
 # embedding: the first and last stages sum its gradient) and the Llama cut
 # into 2 and 4 stages reproduce the single-process run under every schedule
 # (gpipe, 1f1b, interleaved_1f1b with 2 stages per rank, zb_h1), and composed
-# with data parallelism (pp2 × dp2 under ddp, pp2 × dp_shard2 under fsdp)
+# with data parallelism (pp2 × dp2 under ddp and zero 1-3, pp2 × dp_shard2 under fsdp)
 # and tensor parallelism (pp2 × tp2; pp2 × dp_shard2 × tp2 at np 8). Clipping is active (grad_clip 0.3):
 # the norm counts every parameter once, over all stages. The step's batch
 # (12 sequences) is cut into microbatches (pp_microbatches) as np 1 runs it
@@ -79,6 +79,26 @@ mpi 3 "$MPIACCEL" train "${LLAMA[@]}" "${COMMON[@]}" train.batch_size=4 "${FSDP[
   || { cat LLAMA_to_fsdp3.out; fail "resume the pp2 × tp2 checkpoint under fsdp at np 3"; }
 expect_contains LLAMA_to_fsdp3.out "resumed from"
 compare_runs LLAMA_np1 LLAMA_to_fsdp3 1 10 "${TOL[@]}"
+
+# A stage that stalls (stage 1, in step 3) ends the job within the deadline:
+# stage 0's receive names the message it waited for, the peer and the step.
+start=$(date +%s)
+mpi 2 -x MPIACCEL_TEST_STALL=1:3:600 "$MPIACCEL" train "${GPT[@]}" "${COMMON[@]}" train.batch_size=4 \
+  parallelism.pp_size=2 parallelism.pp_microbatches=2 distributed.timeout_s=5 checkpoint.save_at_end=false \
+  checkpoint.dir=stall.ckpt > stall.out 2>&1 && fail "a stalled pipeline exited 0"
+[ $(( $(date +%s) - start )) -le 40 ] || fail "a stalled pipeline took $(( $(date +%s) - start )) s to end"
+expect_contains stall.out "recv of gradients of microbatch 0 from stage 1 (rank 1 of the pipeline) to stage 0"
+expect_contains stall.out "did not complete within 5 s"
+expect_contains stall.out "step 3"
+
+# With ZeRO: stage 1 (gradients and optimizer state partitioned over the
+# stage's data-parallel ranks), and stages 2-3 for the untied Llama.
+pp GPT_pp2_zero1 4 6 GPT 2 1f1b 2 distributed.strategy=zero zero.stage=1
+compare_runs GPT_np1 GPT_pp2_zero1 1 10 "${TOL[@]}"
+for stage in 2 3; do
+  pp LLAMA_pp2_zero$stage 4 6 LLAMA 2 1f1b 2 distributed.strategy=zero zero.stage=$stage
+  compare_runs LLAMA_np1 LLAMA_pp2_zero$stage 1 10 "${TOL[@]}"
+done
 
 # One-line errors.
 expect_error() {  # expect_error NP MESSAGE EXTRA...

@@ -153,6 +153,12 @@ def last_loss(losses, last, last_rank):
     return float(loss)
 
 
+def unsplit_loss(model, tokens, targets):
+    """The whole model's loss on the step's batch, before any step."""
+    with torch.no_grad():
+        return float(loss_fn(model(tokens).logits, targets))
+
+
 def write_row(a, world, step_ms):
     new = not os.path.exists(a.csv)
     with open(a.csv, "a") as out:
@@ -175,11 +181,16 @@ def main():
     torch.manual_seed(1)  # the same batch on every rank
     tokens = torch.randint(a.vocab, (a.batch, a.seq_len))
     targets = torch.randint(a.vocab, (a.batch, a.seq_len))
+    reference = unsplit_loss(model, tokens, targets)
     losses = []
     times = []
     for it in range(a.warmup + a.iters):
         dist.barrier()
         ms = train_step(schedule, optimizer, first, last, tokens, targets, losses)
+        if it == 0:  # the pipeline computes what the whole model does
+            first_loss = last_loss(losses, last, (n_stages - 1) % world)
+            if abs(first_loss - reference) > 1e-4 * abs(reference):
+                sys.exit(f"torch_pp: the pipelined loss {first_loss:.6f} is not the unsplit model's {reference:.6f}")
         if it >= a.warmup:
             times.append(ms)
     times = torch.tensor(times, dtype=torch.float64)
@@ -189,7 +200,8 @@ def main():
     if rank == 0:
         write_row(a, world, step_ms)
         print(f"torch pipelining pp {world} {a.schedule} m {a.microbatches}: {step_ms:.1f} ms/step")
-        print(f"torch pipelining: last step's mean loss {loss:.4f}")
+        print(f"torch pipelining: first step's loss {first_loss:.6f} (the unsplit model's {reference:.6f}), "
+              f"last step's {loss:.4f}")
     dist.destroy_process_group()
 
 

@@ -130,11 +130,13 @@ Pipeline::Pipeline(Accelerator& acc, std::shared_ptr<torch::nn::Module> module, 
     for (const auto& [path, ranks] : holders)
       if (ranks.size() > 1) all_tied = ranks;
     const bool member = all_tied.count(static_cast<int>(s.rank)) > 0;
-    MPIACCEL_CHECK(!member || !shards_parameters(acc.config()),
+    // Checked on every rank (all know the holders), so none goes on alone.
+    const StrategyKind strategy = strategy_kind(acc.config());
+    MPIACCEL_CHECK(strategy != StrategyKind::Zero2 && !shards_parameters(acc.config()),
                    "pipeline parallelism: the model ties a module of its first piece to its last (the GPT's "
-                   "embedding and head), on stages " + n(*all_tied.begin()) + " and " + n(*all_tied.rbegin()) +
-                       ", and [distributed] strategy " + acc.config().distributed.strategy +
-                       " shards its gradients; use strategy = ddp or zero1, or an untied model "
+                   "embedding and head), held by pipeline ranks " + n(*all_tied.begin()) + " and " +
+                       n(*all_tied.rbegin()) + ", and [distributed] strategy " + acc.config().distributed.strategy +
+                       " shards its gradients; use strategy = ddp, or zero with zero.stage = 1, or an untied model "
                        "(the Llama with tie_word_embeddings = false)");
     s.tied = s.pp->split(member ? 0 : -1, static_cast<int>(s.rank));
     s.counts_tied = !member || *all_tied.begin() == s.rank;
@@ -142,6 +144,15 @@ Pipeline::Pipeline(Accelerator& acc, std::shared_ptr<torch::nn::Module> module, 
   for (const auto& item : s.module->named_parameters())
     for (const at::Tensor& p : s.tied_params)
       if (p.unsafeGetTensorImpl() == item.value().unsafeGetTensorImpl()) s.tied_names.push_back(item.key());
+  // NCCL runs a rank's messages of one communicator in order on one stream;
+  // interleaving's wrap-around from the last rank to the first makes that
+  // order circular (rank 0 sends twice before it receives what rank 1 sends
+  // before receiving its second), which can deadlock once messages outgrow
+  // NCCL's buffers.
+  MPIACCEL_CHECK(s.kind != PipelineScheduleKind::Interleaved1F1B || s.pp->backend() != "nccl",
+                 "[parallelism] pp_schedule = interleaved_1f1b does not run over NCCL yet (its wrap-around "
+                 "messages can deadlock on one stream); use pp_schedule = 1f1b or zb_h1, or [distributed] "
+                 "backend = mpi");
   s.activations = std::make_unique<detail::StageMessages>(s.pp->split(0, static_cast<int>(s.rank)), "activations");
   s.gradients = std::make_unique<detail::StageMessages>(s.pp->split(0, static_cast<int>(s.rank)), "gradients");
 }

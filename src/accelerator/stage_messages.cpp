@@ -3,6 +3,9 @@
 #include "accelerator/stage_messages.hpp"
 
 #include <ATen/ATen.h>
+#include <mpi.h>
+
+#include <climits>
 
 #include <utility>
 
@@ -15,10 +18,22 @@ constexpr int64_t kMaxDims = 8;
 // Header: dtype, number of dimensions, the sizes.
 constexpr int64_t kHeaderWords = 2 + kMaxDims;
 
+// The largest tag this MPI library accepts (at least 32767 by the standard).
+int64_t largest_tag() {
+  static const int64_t largest = [] {
+    int* bound = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &bound, &flag);
+    return flag && bound ? int64_t{*bound} : int64_t{32767};
+  }();
+  return largest;
+}
+
 int tag_of(int64_t tag) {
-  MPIACCEL_CHECK(tag >= 0 && tag < (int64_t{1} << 30),
-                 "pipeline parallelism: message tag " + std::to_string(tag) +
-                     " out of range: too many microbatches × stages in one step");
+  MPIACCEL_CHECK(tag >= 0 && tag <= largest_tag(),
+                 "pipeline parallelism: message tag " + std::to_string(tag) + " (microbatch × stages + stage) " +
+                     "is above this MPI's largest, MPI_TAG_UB = " + std::to_string(largest_tag()) +
+                     ": use fewer microbatches per step");
   return static_cast<int>(tag);
 }
 
@@ -38,9 +53,14 @@ void StageMessages::send(const at::Tensor& tensor, int peer, int64_t tag, const 
   for (int64_t d = 0; d < tensor.dim(); ++d) h[2 + d] = tensor.size(d);
   const at::Tensor payload = tensor.detach().contiguous();
   const std::string name = what_ + " " + between;
+  // Checked before the header goes out, so the peer is not left waiting for a payload.
+  const int64_t bytes = payload.numel() * static_cast<int64_t>(payload.element_size());
+  MPIACCEL_CHECK(comm_->backend() != "mpi" || bytes <= INT_MAX,
+                 "pipeline parallelism: the " + name + " are " + std::to_string(bytes) +
+                     " bytes, more than one MPI message carries (2 GiB); use more microbatches");
   sends_.push_back(comm_->send_async(header, peer, tag_of(tag), name + " (header)"));
   sends_.push_back(comm_->send_async(payload, peer, tag_of(tag), name));
-  bytes_sent_ += payload.numel() * static_cast<int64_t>(payload.element_size());
+  bytes_sent_ += bytes;
 }
 
 at::Tensor StageMessages::receive(int peer, int64_t tag, const std::string& between, const at::Device& device) {

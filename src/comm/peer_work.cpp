@@ -5,7 +5,9 @@
 #include <sched.h>
 
 #include <climits>
+#include <mutex>
 #include <utility>
+#include <vector>
 
 #include "comm/tensor_checks.hpp"
 #include "mpiaccel/error.hpp"
@@ -34,15 +36,37 @@ PeerWork::PeerWork(Direction direction, at::Tensor tensor, int peer, int tag, MP
     MPIACCEL_CHECK_MPI(MPI_Irecv(tensor_.data_ptr(), static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, &request_));
 }
 
+namespace {
+
+// Unfinished sends' tensors whose handles were dropped (an exception in the
+// middle of a step): MPI may still read them, so they live as long as the process.
+void keep_for_good(at::Tensor tensor) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<at::Tensor>;
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(std::move(tensor));
+}
+
+}  // namespace
+
 PeerWork::~PeerWork() {
-  // A message still in flight owns the tensor's memory: finish it (a
-  // destructor never aborts the job; an unmatched message stays posted).
+  // A message still in flight uses the tensor's memory. A receive is
+  // withdrawn (cancelled, then completed); a send cannot be, so its tensor is
+  // kept. A destructor never aborts the job.
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!done_ && request_ != MPI_REQUEST_NULL) {
-    int flag = 0;
-    MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
-    if (!flag) MPI_Request_free(&request_);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (done_ || request_ == MPI_REQUEST_NULL || finalized) return;
+  int flag = 0;
+  MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+  if (flag) return;
+  if (name_ == "recv") {
+    MPI_Cancel(&request_);
+    MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    return;
   }
+  MPI_Request_free(&request_);
+  keep_for_good(std::move(tensor_));
 }
 
 bool PeerWork::test() {

@@ -71,7 +71,8 @@ std::string format_estimate_table(const Config& config, const ModelFootprint& mo
         << " data-parallel";
     if (tp > 1) out << " × tp " << tp << (config.parallelism.sequence_parallel ? ", sequence parallel" : "");
     if (pp > 1)
-      out << "; the heaviest stage's rank, " << config.parallelism.pp_schedule << " keeping its microbatches in flight";
+      out << "; the rows: the rank of the heaviest stage, which holds part of the model, "
+          << config.parallelism.pp_schedule << " keeping its microbatches in flight";
     out << ")";
   }
   out << ", " << config.optimizer.name << ", batch "

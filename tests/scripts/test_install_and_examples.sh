@@ -173,13 +173,16 @@ for np in 1 2 3; do
 done
 for np in 2 3; do compare_losses fsdp_np1.jsonl fsdp_np$np.jsonl 0.7; same_parameters fsdp_np1 fsdp_np$np; done
 
-# tp_own_model: the plan splits each block's MLP; np 1 (tp 1), tp 2, tp 2 × dp_shard 2 under fsdp.
-tp_run() {  # tp_run NAME NP EXTRA...
-  local name=$1 np=$2; shift 2
-  mpi $np ex_tp_own_model/tp_own_model --config "$SOURCE_DIR/examples/tp_own_model/tp.ini" train.max_steps=60 \
+# example_run EXAMPLE INI NAME NP EXTRA...: examples/EXAMPLE with its INI for 60 steps.
+example_run() {
+  local example=$1 ini=$2 name=$3 np=$4; shift 4
+  mpi $np ex_$example/$example --config "$SOURCE_DIR/examples/$example/$ini" train.max_steps=60 \
     train.log_every=1 logging.metrics_file=$name.jsonl checkpoint.dir=$name logging.progress=off "$@" \
-    > $name.out 2>&1 || { cat $name.out; fail "tp_own_model $name"; }
+    > $name.out 2>&1 || { cat $name.out; fail "$example $name"; }
 }
+
+# tp_own_model: the plan splits each block's MLP; np 1 (tp 1), tp 2, tp 2 × dp_shard 2 under fsdp.
+tp_run() { example_run tp_own_model tp.ini "$@"; }
 tp_run tp_np1 1 parallelism.tp_size=1 train.batch_size=24
 tp_run tp_tp2 2 train.batch_size=24
 expect_contains tp_tp2.out "tensor parallelism: 8 layers split over 2 ranks"
@@ -188,12 +191,7 @@ for r in tp_tp2 tp_tp2_shard2; do compare_losses tp_np1.jsonl $r.jsonl 0.7; same
 
 # pp_own_model: the model declares its pieces; np 1 (pp 1), pp 2 (1f1b, 4
 # microbatches), pp 2 × dp 2 under ddp, and pp 2 under zb_h1.
-pp_run() {  # pp_run NAME NP EXTRA...
-  local name=$1 np=$2; shift 2
-  mpi $np ex_pp_own_model/pp_own_model --config "$SOURCE_DIR/examples/pp_own_model/pp.ini" train.max_steps=60 \
-    train.log_every=1 logging.metrics_file=$name.jsonl checkpoint.dir=$name logging.progress=off "$@" \
-    > $name.out 2>&1 || { cat $name.out; fail "pp_own_model $name"; }
-}
+pp_run() { example_run pp_own_model pp.ini "$@"; }
 pp_run pp_np1 1 parallelism.pp_size=1 train.batch_size=24
 pp_run pp_pp2 2 train.batch_size=24
 expect_contains pp_pp2.out "pipeline parallelism: 2 stages"

@@ -79,6 +79,10 @@ class Communicator {
   /// `output` has sum(counts) elements, rank blocks in rank order.
   virtual WorkHandle all_gather_uneven_async(at::Tensor output, at::Tensor input,
                                              std::vector<int64_t> counts) = 0;
+  /// `input` and `output` have size()·n elements each: block p of `input`
+  /// goes to rank p, and block p of `output` comes from rank p (the exchange
+  /// context parallelism's all-to-all variant makes around attention).
+  virtual WorkHandle all_to_all_async(at::Tensor output, at::Tensor input) = 0;
   /// In place: every rank's `tensor` becomes `root`'s.
   virtual WorkHandle broadcast_async(at::Tensor tensor, int root) = 0;
   virtual WorkHandle barrier_async() = 0;
@@ -100,6 +104,7 @@ class Communicator {
   void reduce_scatter(at::Tensor output, at::Tensor input, ReduceOp op = ReduceOp::Sum);
   void all_gather(at::Tensor output, at::Tensor input);
   void all_gather_uneven(at::Tensor output, at::Tensor input, std::vector<int64_t> counts);
+  void all_to_all(at::Tensor output, at::Tensor input);
   void broadcast(at::Tensor tensor, int root = 0);
   void barrier();
 

@@ -45,12 +45,14 @@ struct MeshShape {
 };
 
 /// The mesh [parallelism] asks for on `world_size` ranks: (pp ×, outermost,
-/// when pp_size > 1) dp_replicate × dp_shard (× tp when tp_size > 1, innermost), an `auto` size resolved, [fsdp] HYBRID_SHARD's hybrid_group_size
+/// when pp_size > 1) dp_replicate × dp_shard (× cp when cp_size > 1) (× tp
+/// when tp_size > 1, innermost), an `auto` size resolved, [fsdp] HYBRID_SHARD's hybrid_group_size
 /// (the older way to say dp_shard; 0 = `ranks_per_node`, itself 0 when the
 /// nodes run different numbers of ranks) folded in. A shape
 /// that does not fit is one line with the numbers: sizes whose product is
 /// not the world size, two `auto`s, a HYBRID_SHARD group that disagrees,
-/// replicas under zero, a tp_size or pp_size that does not divide the world.
+/// replicas under zero, a tp_size, cp_size or pp_size that does not divide
+/// the world, cp with pp.
 MeshShape mesh_shape_of(const Config& config, int64_t world_size, int64_t ranks_per_node);
 
 /// The ranks each node runs when every node runs as many (`local_size` is
@@ -86,6 +88,13 @@ class Mesh {
   /// dimension; without one, this rank alone, made on the first call, which
   /// is then collective).
   std::shared_ptr<Communicator> tp() { return group({"tp"}); }
+  /// group({"cp"}): the ranks that split each sample's sequence (context
+  /// parallelism; prebuilt with a cp dimension, otherwise as tp()).
+  std::shared_ptr<Communicator> cp() { return group({"cp"}); }
+  /// The ranks that hold the same parameters and average their gradients:
+  /// dp(), and with a cp dimension dp × cp (each cp rank's gradient covers
+  /// its part of the sequence). The strategy's group.
+  std::shared_ptr<Communicator> gradient_group();
   /// group({"pp"}): the ranks of this rank's pipeline, ordered by stage
   /// (prebuilt with a pp dimension; otherwise as tp()).
   std::shared_ptr<Communicator> pp() { return group({"pp"}); }

@@ -9,6 +9,7 @@
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/config_io.hpp"
+#include "mpiaccel/context_parallel.hpp"
 #include "mpiaccel/data.hpp"
 #include "mpiaccel/ddp.hpp"
 #include "mpiaccel/error.hpp"

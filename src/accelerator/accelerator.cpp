@@ -33,7 +33,7 @@ Accelerator::Accelerator(Runtime& runtime, Config config)
   // rank cannot have fails on every rank.
   comm_ = make_world(runtime_, config_.distributed.backend, timeout_of(config_));
   mesh_ = detail::make_mesh(config_, runtime_, comm_);
-  strategy_ = make_strategy(detail::strategy_config(config_, mesh_->shape()), mesh_->dp());
+  strategy_ = make_strategy(detail::strategy_config(config_, mesh_->shape()), mesh_->gradient_group());
   precision_ = PrecisionPolicy::from_config(config_.distributed);
   MPIACCEL_CHECK(!(precision_.needs_grad_scaler() &&
                    (strategy_kind(config_) == StrategyKind::Zero1 ||

@@ -33,7 +33,7 @@ Config strategy_config(const Config& config, const MeshShape& shape) {
   // it keeps doing so.
   if (fsdp.sharding_strategy == "SHARD_GRAD_OP") fsdp.reshard_after_forward = false;
   fsdp.sharding_strategy = "HYBRID_SHARD";
-  fsdp.hybrid_group_size = shape.size("dp_shard");
+  fsdp.hybrid_group_size = shape.size("dp_shard") * shape.size("cp");  // a cp group shards with its dp_shard group
   return out;
 }
 

@@ -92,6 +92,11 @@ void Communicator::all_gather_uneven(at::Tensor output, at::Tensor input,
   all_gather_uneven_async(std::move(output), std::move(input), std::move(counts))->wait();
 }
 
+void Communicator::all_to_all(at::Tensor output, at::Tensor input) {
+  detail::CallerWaitsScope caller_waits;
+  all_to_all_async(std::move(output), std::move(input))->wait();
+}
+
 void Communicator::broadcast(at::Tensor tensor, int root) {
   detail::CallerWaitsScope caller_waits;
   broadcast_async(std::move(tensor), root)->wait();

@@ -183,6 +183,23 @@ WorkHandle MpiCommunicator::all_gather_uneven_async(at::Tensor output, at::Tenso
       });
 }
 
+WorkHandle MpiCommunicator::all_to_all_async(at::Tensor output, at::Tensor input) {
+  const char* name = "all_to_all";
+  check_tensor(output, name, "output", false, "MPI");
+  check_tensor(input, name, "input", false, "MPI");
+  check_same_dtype(output, input, name);
+  check_numel(output, input.numel(), name, "output", "the input's elements");
+  MPIACCEL_CHECK(input.numel() % size_ == 0, std::string(name) + ": " + std::to_string(input.numel()) +
+                                                  " elements do not divide into " + std::to_string(size_) +
+                                                  " blocks, one per rank");
+  check_int_count(input.numel() / size_, name, "a block");
+  const MPI_Datatype type = mpi_datatype(input.scalar_type());
+  return thread_->enqueue(name, describe_op(name, input), [comm = comm_, size = size_, output, input, type] {
+    const int block = static_cast<int>(input.numel() / size);
+    MPIACCEL_CHECK_MPI(MPI_Alltoall(input.data_ptr(), block, type, output.data_ptr(), block, type, comm));
+  });
+}
+
 WorkHandle MpiCommunicator::broadcast_async(at::Tensor tensor, int root) {
   check_tensor(tensor, "broadcast", "tensor", false, "MPI");
   check_root(root, size_, "broadcast");

@@ -40,6 +40,7 @@ class MpiCommunicator final : public Communicator {
   WorkHandle all_gather_async(at::Tensor output, at::Tensor input) override;
   WorkHandle all_gather_uneven_async(at::Tensor output, at::Tensor input,
                                      std::vector<int64_t> counts) override;
+  WorkHandle all_to_all_async(at::Tensor output, at::Tensor input) override;
   WorkHandle broadcast_async(at::Tensor tensor, int root) override;
   WorkHandle barrier_async() override;
   WorkHandle send_async(at::Tensor tensor, int peer, int tag, const std::string& what) override;

@@ -86,6 +86,10 @@ class StagedCommunicator final : public Communicator, public HostBacked {
     return landed(mpi_->all_gather_uneven_async(host_out, staged_copy(input), std::move(counts)),
                   {{output, host_out}});
   }
+  WorkHandle all_to_all_async(at::Tensor output, at::Tensor input) override {
+    at::Tensor host_out = staged_output(output);
+    return landed(mpi_->all_to_all_async(host_out, staged_copy(input)), {{output, host_out}});
+  }
   WorkHandle broadcast_async(at::Tensor tensor, int root) override {
     at::Tensor host = staged_copy(tensor);
     return landed(mpi_->broadcast_async(host, root), {{tensor, host}});

@@ -99,6 +99,12 @@ void tp_size(Translator& t, const SourceLeaf& leaf) {
   t.set(leaf, "parallelism.tp_size", std::to_string(t.integer(leaf)));
 }
 
+// cp_size: the mesh's context-parallel dimension (the sequence split for attention).
+void cp_size(Translator& t, const SourceLeaf& leaf) {
+  if (leaf.value.is_null()) return t.moot(leaf, "null: no context parallelism");
+  t.set(leaf, "parallelism.cp_size", std::to_string(t.integer(leaf)));
+}
+
 KeyRule refused_unless_one(const std::string& key, const std::string& feature) {
   return {key, "refused", feature + " is not in mpiaccel yet; accepted: 1", {}, {"1", "null"}};
 }
@@ -224,10 +230,14 @@ std::vector<KeyRule> parallelism_rules() {
        dp_replicate},
       {P + "dp_shard_size", "mapped", "parallelism.dp_shard_size", dp_shard},
       {P + "tp_size", "mapped", "parallelism.tp_size", tp_size},
-      refused_unless_one(P + "cp_size", "context parallelism"),
+      {P + "cp_size", "mapped", "parallelism.cp_size", cp_size},
       refused_unless_one(P + "sp_size", "sequence parallelism"),
-      {P + "cp_backend", "moot", "no context parallelism (cp_size 1)"},
-      {P + "cp_comm_strategy", "moot", "no context parallelism (cp_size 1)"},
+      {P + "cp_backend", "moot", "torch: mpiaccel's context parallelism is its own, over MPI or NCCL"},
+      // PyTorch's two ways to move ring attention's key/value blocks (all at
+      // once, or block by block): both are ring attention, mpiaccel's "ring".
+      {P + "cp_comm_strategy", "mapped", "parallelism.cp_comm_strategy = ring (allgather and alltoall are "
+       "PyTorch's ways to pass ring attention's key/value blocks)",
+       to_choice("parallelism.cp_comm_strategy", {{"allgather", "ring"}, {"alltoall", "ring"}})},
       {P + "sp_backend", "moot", "no sequence parallelism (sp_size 1)"},
       {P + "sp_seq_length", "moot", "no sequence parallelism (sp_size 1)"},
       {P + "sp_seq_length_is_variable", "moot", "no sequence parallelism (sp_size 1)"},

@@ -72,7 +72,13 @@ std::vector<KeySpec> build_schema() {
       .integer(MPIACCEL_KEY(Mp, pp_microbatches), at_least(0),
                "microbatches per optimizer step, cut from the step's batches; 0 = [train] grad_accum_steps")
       .text(MPIACCEL_KEY(Mp, pp_layers), true, "first-last layer of each stage, e.g. 0-3,4-7",
-            "each stage's layers; empty = balanced by parameter count");
+            "each stage's layers; empty = balanced by parameter count")
+      .integer(MPIACCEL_KEY(Mp, cp_size), at_least(1),
+               "context-parallel ranks: each sample's sequence split over them, attention exchanging keys and "
+               "values (seq_len a multiple of 2 x cp_size)")
+      .choice(MPIACCEL_KEY(Mp, cp_comm_strategy), {"ring", "alltoall"},
+              "ring: key/value blocks passed around the cp ranks; alltoall: sequence shards swapped for head "
+              "shards (Ulysses; n_head a multiple of cp_size x tp_size)");
 
   using P = DdpConfig;
   rows_of(rows, "ddp", &Config::ddp)

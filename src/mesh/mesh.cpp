@@ -31,6 +31,7 @@ Mesh::Mesh(std::shared_ptr<Communicator> world, MeshShape shape, std::vector<std
   }
   for (const MeshDim& d : shape_.dims) group({d.name});
   group({"dp"});
+  gradient_group();
   for (const std::string& dim : within_node) check_within_node(dim);
 }
 
@@ -40,6 +41,10 @@ int64_t Mesh::coordinate(const std::string& name) const {
   for (size_t i = 0; i < shape_.dims.size(); ++i)
     if (shape_.dims[i].name == name) return coords_[i];
   return 0;
+}
+
+std::shared_ptr<Communicator> Mesh::gradient_group() {
+  return shape_.size("cp") > 1 ? group({"dp", "cp"}) : dp();
 }
 
 std::vector<std::string> Mesh::expand(const std::vector<std::string>& dims) const {

@@ -35,18 +35,26 @@ struct DataParallelRanks {
   std::string text;  // "6 ranks" or "3 data-parallel ranks (6 / tp_size 2)"
 };
 
-DataParallelRanks data_parallel_ranks(int64_t world, int64_t pp, int64_t tp) {
+DataParallelRanks data_parallel_ranks(int64_t world, int64_t pp, int64_t cp, int64_t tp) {
   MPIACCEL_CHECK(pp >= 1 && world % pp == 0, "[parallelism] pp_size " + n(pp) + " does not divide the " +
                                                  n(world) + " ranks; pick a divisor of the world size");
   MPIACCEL_CHECK(tp >= 1 && (world / pp) % tp == 0,
                  "[parallelism] tp_size " + n(tp) + " does not divide the " + n(world / pp) + " ranks" +
                      (pp > 1 ? " of a pipeline stage (" + n(world) + " / pp_size " + n(pp) + ")" : std::string()) +
                      "; pick a divisor of the world size");
-  if (tp == 1 && pp == 1) return {world, n(world) + " ranks"};
+  MPIACCEL_CHECK(cp >= 1 && (world / pp / tp) % cp == 0,
+                 "[parallelism] cp_size " + n(cp) + " does not divide the " + n(world / pp / tp) + " ranks" +
+                     (tp > 1 ? " left by tp_size " + n(tp) : std::string()) + "; pick a divisor of the world size");
+  MPIACCEL_CHECK(cp == 1 || pp == 1, "[parallelism] cp_size " + n(cp) + " with pp_size " + n(pp) +
+                                         ": context parallelism inside pipeline stages is not built yet; "
+                                         "set one of them to 1");
+  if (tp == 1 && pp == 1 && cp == 1) return {world, n(world) + " ranks"};
   std::string of = n(world);
   if (pp > 1) of += " / pp_size " + n(pp);
+  if (cp > 1) of += " / cp_size " + n(cp);
   if (tp > 1) of += " / tp_size " + n(tp);
-  return {world / pp / tp, n(world / pp / tp) + " data-parallel ranks (" + of + ")"};
+  const int64_t count = world / pp / cp / tp;
+  return {count, n(count) + " data-parallel ranks (" + of + ")"};
 }
 
 }  // namespace
@@ -72,12 +80,13 @@ std::string MeshShape::describe() const {
 MeshShape mesh_shape_of(const Config& config, int64_t world_size, int64_t ranks_per_node) {
   const int64_t tp = config.parallelism.tp_size;
   const int64_t pp = config.parallelism.pp_size;
-  const DataParallelRanks dp = data_parallel_ranks(world_size, pp, tp);
+  const int64_t cp = config.parallelism.cp_size;
+  const DataParallelRanks dp = data_parallel_ranks(world_size, pp, cp, tp);
   const int64_t world = dp.count;
   int64_t replicate = config.parallelism.dp_replicate_size;
   int64_t shard = config.parallelism.dp_shard_size;
-  const int64_t group = hybrid_group(config, world, ranks_per_node > 0 && ranks_per_node % tp == 0
-                                                          ? ranks_per_node / tp : 0);
+  const int64_t group = hybrid_group(config, world, ranks_per_node > 0 && ranks_per_node % (tp * cp) == 0
+                                                          ? ranks_per_node / (tp * cp) : 0);
   if (group > 0) {  // the groups give dp_shard; the replicas are what is left
     if (shard == 0) shard = group;
     if (replicate == 1) replicate = 0;
@@ -107,6 +116,7 @@ MeshShape mesh_shape_of(const Config& config, int64_t world_size, int64_t ranks_
                      "(strategy = fsdp), or set dp_replicate_size = 1");
   MeshShape shape{{"dp_replicate", replicate}, {"dp_shard", shard}};
   if (pp > 1) shape.dims.insert(shape.dims.begin(), {"pp", pp});
+  if (cp > 1) shape.dims.push_back({"cp", cp});
   if (tp > 1) shape.dims.push_back({"tp", tp});
   return shape;
 }

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "mpiaccel/context_parallel.hpp"
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/pipeline_model.hpp"
 #include "mpiaccel/tensor_parallel.hpp"
@@ -53,10 +54,23 @@ class CausalLm {
 
 /// How a split model's layers run now (tensor_parallelize): the group (null
 /// when the model is not split) and whether the residual stream is this
-/// rank's sequence shard (sequence parallelism, outside generation).
+/// rank's sequence shard (sequence parallelism, outside generation); and
+/// the context-parallel group when each sample's sequence is split over it
+/// (context_parallelize, outside generation; null otherwise).
 struct SplitContext {
   std::shared_ptr<Communicator> tp;
   bool sequence_sharded = false;
+  std::shared_ptr<Communicator> cp;
+  cp::Exchange cp_exchange = cp::Exchange::Ring;
+
+  /// This rank's part of the tokens [B, T] a forward was given: its zigzag
+  /// shard under context parallelism, else all of them.
+  at::Tensor local_tokens(const at::Tensor& tokens) const;
+  /// Causal attention of q, k, v [B, H, T, D] over the heads: exchanged over
+  /// the cp group under context parallelism (no dropout there), else
+  /// heads_attention.
+  at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool after_cache,
+                       double dropout_p) const;
 
   /// The residual stream `x` into a tensor-parallel region: all-gathered
   /// along the sequence when sharded, else whole with its gradient summed.
@@ -101,10 +115,14 @@ class TextModel : public Model, public CausalLm, public PipelineModel {
   at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) override;
   /// Logits [B, T, vocab] of `tokens`, whole also when split (whole_logits()).
   at::Tensor whole_logits(const at::Tensor& tokens);
-  /// Mean cross-entropy over all B·T positions (vocabulary-parallel when split).
+  /// Mean cross-entropy over all B·T positions (vocabulary-parallel when
+  /// split); under context parallelism over this rank's zigzag shard of
+  /// `target` [B, T] (forward's output is that shard's logits).
   at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override;
   /// Splits the model over `group` by its plan (tensor_parallelize()).
   void parallelize(std::shared_ptr<Communicator> group, bool sequence_parallel);
+  /// Splits each sample's sequence over `group` (context_parallelize()).
+  void context_parallelize(std::shared_ptr<Communicator> group, cp::Exchange exchange);
   int64_t context_length() const override { return spec_.block_size; }
   int64_t layer_count() const override { return spec_.n_layer; }
   const ModelSpec& spec() const { return spec_; }
@@ -126,19 +144,26 @@ class TextModel : public Model, public CausalLm, public PipelineModel {
   /// stream): x enters the region once; the weight is this rank's
   /// vocabulary rows.
   at::Tensor split_head(const at::Tensor& x, const at::Tensor& weight, const SplitContext& ctx) const;
-  /// The context of a forward over `time` positions (checks that a sequence
-  /// shard divides them).
+  /// The context of a forward over `time` positions, all the tokens it was
+  /// given (checks that the cp chunks and a sequence shard divide them).
   SplitContext split_context(int64_t time) const;
   /// The context of a layer given the hidden state `hidden` (a pipeline
   /// stage's input): sequence-sharded when the model runs sequence-parallel.
   SplitContext hidden_context(const at::Tensor& hidden) const;
-  /// Positions [first, first + time) of a forward, this rank's shard of them
-  /// when the sequence is sharded.
+  /// The positions of the `time` tokens this rank's attention sees, the
+  /// first at `first`: [first, first + time), or under context parallelism
+  /// the global positions of this rank's zigzag shard.
+  at::Tensor attention_positions(int64_t first, int64_t time, const SplitContext& ctx,
+                                 const at::TensorOptions& options) const;
+  /// The positions of the residual stream: attention_positions, this rank's
+  /// tp shard of them when the sequence is sharded.
   at::Tensor positions_of(int64_t first, int64_t time, const SplitContext& ctx, const at::TensorOptions& options) const;
 
   const ModelSpec spec_;
   std::shared_ptr<Communicator> tp_;  ///< null until parallelize()
   bool sequence_parallel_ = false;
+  std::shared_ptr<Communicator> cp_;  ///< null until context_parallelize()
+  cp::Exchange cp_exchange_ = cp::Exchange::Ring;
 
  private:
   std::string name_;  // "GPT", "Llama": for errors

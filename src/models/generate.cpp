@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "models/attention.hpp"
 #include "models/causal_lm.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
@@ -19,7 +20,13 @@
 namespace mpiaccel {
 namespace detail {
 
-at::Tensor TextModel::loss(const at::Tensor& output, const at::Tensor& target) {
+at::Tensor TextModel::loss(const at::Tensor& output, const at::Tensor& target_tokens) {
+  const at::Tensor target = split_context(target_tokens.size(1)).local_tokens(target_tokens);
+  MPIACCEL_CHECK(target.sizes() == output.sizes().slice(0, 2),
+                 name_ + " loss: the target's " + std::to_string(target.size(1)) + " positions are not the " +
+                     std::to_string(output.size(1)) + " of the logits" +
+                     (cp_ ? " (under context parallelism give the whole target; the logits are this rank's shard)"
+                          : ""));
   if (tp_) return tp::vocab_parallel_cross_entropy(output.reshape({-1, output.size(-1)}), target.reshape({-1}), tp_);
   return at::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
 }
@@ -56,24 +63,55 @@ at::Tensor TextModel::split_head(const at::Tensor& x, const at::Tensor& weight, 
 }
 
 SplitContext TextModel::split_context(int64_t time) const {
-  SplitContext ctx{tp_, tp_ && sequence_parallel_ && !tp::WholeSequence::active()};
+  SplitContext ctx = hidden_context(at::Tensor());
+  if (ctx.cp) time = cp::shard_length(time, *ctx.cp);
   MPIACCEL_CHECK(!ctx.sequence_sharded || time % tp_->size() == 0,
                  "[parallelism] sequence_parallel splits the sequence over the " + std::to_string(tp_->size()) +
-                     " tensor-parallel ranks, but " + name_ + " got " + std::to_string(time) +
-                     " positions; make [train] seq_len a multiple of tp_size");
+                     " tensor-parallel ranks, but " + name_ + " has " + std::to_string(time) +
+                     " positions here; make [train] seq_len a multiple of tp_size" +
+                     (ctx.cp ? " x cp_size" : ""));
   return ctx;
 }
 
 SplitContext TextModel::hidden_context(const at::Tensor&) const {
-  return {tp_, tp_ && sequence_parallel_ && !tp::WholeSequence::active()};
+  const bool split_sequence = !tp::WholeSequence::active();
+  return {tp_, tp_ && sequence_parallel_ && split_sequence, split_sequence ? cp_ : nullptr, cp_exchange_};
+}
+
+at::Tensor TextModel::attention_positions(int64_t first, int64_t time, const SplitContext& ctx,
+                                          const at::TensorOptions& options) const {
+  if (!ctx.cp) return at::arange(first, first + time, options.dtype(at::kLong));
+  return cp::zigzag_positions(time * ctx.cp->size(), *ctx.cp, options);
 }
 
 at::Tensor TextModel::positions_of(int64_t first, int64_t time, const SplitContext& ctx,
                                    const at::TensorOptions& options) const {
-  if (!ctx.sequence_sharded) return at::arange(first, first + time, options);
+  if (!ctx.sequence_sharded) return attention_positions(first, time, ctx, options);
   const int64_t part = time / tp_->size();
-  const int64_t mine = first + tp_->rank() * part;
-  return at::arange(mine, mine + part, options);
+  return attention_positions(first, time, ctx, options).narrow(0, tp_->rank() * part, part);
+}
+
+void TextModel::context_parallelize(std::shared_ptr<Communicator> group, cp::Exchange exchange) {
+  MPIACCEL_CHECK(group != nullptr && !cp_, name_ + ": context_parallelize called twice, or without a group");
+  MPIACCEL_CHECK(spec_.dropout == 0.0, "[model] dropout " + std::to_string(spec_.dropout) +
+                                           ": context parallelism has no dropout in attention yet; set dropout = 0");
+  const int64_t heads = spec_.n_head / (tp_ ? tp_->size() : 1);
+  MPIACCEL_CHECK(exchange != cp::Exchange::AllToAll || heads % group->size() == 0,
+                 "[parallelism] cp_comm_strategy = alltoall splits the " + std::to_string(heads) +
+                     " attention heads of a rank over the " + std::to_string(group->size()) +
+                     " cp ranks; make n_head a multiple of cp_size x tp_size, or use ring");
+  cp_exchange_ = exchange;
+  cp_ = std::move(group);
+}
+
+at::Tensor SplitContext::local_tokens(const at::Tensor& tokens) const {
+  return cp ? cp::zigzag_shard(tokens, 1, *cp) : tokens;
+}
+
+at::Tensor SplitContext::attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   bool after_cache, double dropout_p) const {
+  if (!cp) return heads_attention(q, k, v, after_cache, dropout_p);
+  return cp::causal_attention(q, k, v, cp, cp_exchange);
 }
 
 at::Tensor SplitContext::enter(const at::Tensor& x) const {

@@ -86,7 +86,7 @@ class CausalSelfAttention : public torch::nn::Module {
     at::Tensor v = heads(qkv[2]);
     if (cache) std::tie(k, v) = cache->append(layer, k, v);
     const double dropout = is_training() ? attn_dropout_->options.p() : 0.0;
-    at::Tensor y = heads_attention(q, k, v, cache != nullptr, dropout);
+    at::Tensor y = ctx.attention(q, k, v, cache != nullptr, dropout);
     y = y.transpose(1, 2).contiguous().view({batch, time, width});
     return ctx.dropout(resid_dropout_, proj_->forward(y));
   }
@@ -167,7 +167,7 @@ class Gpt : public torch::nn::Module, public HasUnits, public TextModel {
   at::Tensor run(const at::Tensor& input, KvCache* cache) override {
     const int64_t start = first_position(input, cache);
     const SplitContext ctx = split_context(input.size(1));
-    at::Tensor x = embed(input, start, ctx);
+    at::Tensor x = embed(ctx.local_tokens(input), start, ctx);
     for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, cache, ctx);
     return head(x, ctx);
   }
@@ -190,7 +190,8 @@ class Gpt : public torch::nn::Module, public HasUnits, public TextModel {
     return loss(head(hidden, hidden_context(hidden)), target);
   }
 
-  // Token and position embeddings of `input` (positions from `start`).
+  // Token and position embeddings of `input` (positions from `start`; under
+  // context parallelism this rank's tokens at their global positions).
   at::Tensor embed(const at::Tensor& input, int64_t start, const SplitContext& ctx) {
     // On a sequence shard: this rank's positions, each rank's use of the
     // position table a part of its gradient.

@@ -99,7 +99,7 @@ class LlamaAttention : public torch::nn::Module {
     k = repeat_kv(k, q.size(1) / k.size(1));
     v = repeat_kv(v, q.size(1) / v.size(1));
     const double dropout = is_training() ? dropout_ : 0.0;
-    at::Tensor y = heads_attention(q, k, v, cache != nullptr, dropout);
+    at::Tensor y = ctx.attention(q, k, v, cache != nullptr, dropout);
     return o_proj_->forward(y.transpose(1, 2).reshape({batch, time, q.size(1) * head_dim_}));
   }
 
@@ -213,11 +213,13 @@ class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public TextM
  private:
   at::Tensor run(const at::Tensor& input, KvCache* cache) override {
     const int64_t start = first_position(input, cache);
-    const int64_t time = input.size(1);
-    const SplitContext ctx = split_context(time);
-    at::Tensor x = model_->embed_tokens->forward(input);  // a sequence shard under sequence parallelism
-    // Attention sees the whole sequence: the rotary tables of all its positions.
-    const Rotary rotary = rope_.cos_sin(start, time, x.device(), x.scalar_type());
+    const SplitContext ctx = split_context(input.size(1));
+    const at::Tensor tokens = ctx.local_tokens(input);  // under context parallelism this rank's shard
+    at::Tensor x = model_->embed_tokens->forward(tokens);  // a sequence shard under sequence parallelism
+    // Attention sees the whole sequence (of this cp rank): the rotary tables of all its positions.
+    const int64_t time = tokens.size(1);
+    const Rotary rotary = ctx.cp ? rope_.cos_sin_at(attention_positions(start, time, ctx, tokens.options()), x.scalar_type())
+                                 : rope_.cos_sin(start, time, x.device(), x.scalar_type());
     for (size_t i = 0; i < model_->layers.size(); ++i) x = run_layer(i, x, rotary, cache, ctx);
     return head(x, ctx);
   }

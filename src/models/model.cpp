@@ -10,6 +10,7 @@
 #include "models/causal_lm.hpp"
 #include "models/deferred.hpp"
 #include "models/families.hpp"
+#include "mpiaccel/context_parallel.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/models.hpp"
 
@@ -58,6 +59,13 @@ void tensor_parallelize(Model& model, std::shared_ptr<Communicator> group, bool 
   MPIACCEL_CHECK(text != nullptr, "tensor parallelism splits the bundled gpt and llama, not a " + model.kind() +
                                       "; split a model of your own with tp::parallelize_module");
   text->parallelize(std::move(group), sequence_parallel);
+}
+
+void context_parallelize(Model& model, std::shared_ptr<Communicator> group, const std::string& exchange) {
+  auto* text = dynamic_cast<detail::TextModel*>(&model);
+  MPIACCEL_CHECK(text != nullptr, "context parallelism splits the sequence of the bundled gpt and llama, not of a " +
+                                      model.kind() + "; a model of your own calls cp::causal_attention");
+  text->context_parallelize(std::move(group), cp::exchange_named(exchange));
 }
 
 at::Tensor whole_logits(Model& model, const at::Tensor& tokens) {

@@ -54,13 +54,17 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(int64_t start, int64_
   if (start == tables_start_ && length == tables_length_ && tables_.first.device() == device &&
       tables_.first.scalar_type() == dtype)
     return tables_;
-  const at::Tensor positions = at::arange(start, start + length, at::TensorOptions(device).dtype(at::kFloat));
-  const at::Tensor freqs = at::outer(positions, inv_freq_.to(device));
-  const at::Tensor angles = at::cat({freqs, freqs}, -1);
-  tables_ = {angles.cos().to(dtype), angles.sin().to(dtype)};
+  tables_ = cos_sin_at(at::arange(start, start + length, at::TensorOptions(device).dtype(at::kLong)), dtype);
   tables_start_ = start;
   tables_length_ = length;
   return tables_;
+}
+
+std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin_at(const at::Tensor& positions,
+                                                              at::ScalarType dtype) const {
+  const at::Tensor freqs = at::outer(positions.to(at::kFloat), inv_freq_.to(positions.device()));
+  const at::Tensor angles = at::cat({freqs, freqs}, -1);
+  return {angles.cos().to(dtype), angles.sin().to(dtype)};
 }
 
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {

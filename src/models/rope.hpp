@@ -26,6 +26,10 @@ class RotaryEmbedding {
   std::pair<at::Tensor, at::Tensor> cos_sin(int64_t start, int64_t length, at::Device device,
                                             at::ScalarType dtype) const;
 
+  /// cos and sin [n, head width] of the n positions `positions` (int64, on
+  /// the tables' device), in `dtype`: computed each call.
+  std::pair<at::Tensor, at::Tensor> cos_sin_at(const at::Tensor& positions, at::ScalarType dtype) const;
+
   /// The inverse frequencies [head width / 2], float32 on the CPU.
   const at::Tensor& inverse_frequencies() const { return inv_freq_; }
 

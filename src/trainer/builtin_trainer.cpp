@@ -126,6 +126,8 @@ std::shared_ptr<Model> build_builtin_model(Accelerator& acc) {
   std::shared_ptr<Model> model = make_model(config.train.model, spec, init);
   if (!config.model.init_from.empty()) init_from_pretrained(acc, *model, spec, config.model.init_from);
   if (split) tensor_parallelize(*model, acc.mesh().tp(), config.parallelism.sequence_parallel);
+  if (config.parallelism.cp_size > 1)
+    context_parallelize(*model, acc.mesh().cp(), config.parallelism.cp_comm_strategy);
   return model;
 }
 

@@ -1,5 +1,5 @@
 // ctest: links mpiaccel; np 1 2 3 4; timeout 120
-// The MPI communicator: every op x dtype x size against values each rank
+// The MPI communicator: every op (all-to-all too) x dtype x size against values each rank
 // computes from (seed, rank, world) alone, so checking needs no extra
 // communication; plus split, bytes and scalar ops, all_ok, argument errors
 // and async progress.
@@ -154,6 +154,29 @@ BOOST_AUTO_TEST_CASE(all_gather_every_dtype_and_size) {
         MPIACCEL_CHECK_ALL(matches(read(output), want, ReduceOp::Sum, type));
       }
     }
+}
+
+BOOST_AUTO_TEST_CASE(all_to_all_every_dtype_and_size) {
+  auto& comm = world();
+  const int seed = 9;
+  for (at::ScalarType type : kAllTypes)
+    for (int64_t n : kSizes) {
+      // Block p of rank r's input is values(seed, r·size + p): rank p gets it as its block r.
+      std::vector<double> mine, want;
+      for (int p = 0; p < comm.size(); ++p) {
+        auto block = values(seed, comm.rank() * comm.size() + p, n, type);
+        mine.insert(mine.end(), block.begin(), block.end());
+        auto from = values(seed, p * comm.size() + comm.rank(), n, type);
+        want.insert(want.end(), from.begin(), from.end());
+      }
+      at::Tensor output = at::empty({n * comm.size()}, at::TensorOptions().dtype(type));
+      comm.all_to_all(output, make(mine, type));
+      BOOST_TEST_CONTEXT(label("all_to_all", type, n)) {
+        MPIACCEL_CHECK_ALL(matches(read(output), want, ReduceOp::Sum, type));
+      }
+    }
+  at::Tensor uneven = at::zeros({comm.size() + (comm.size() > 1 ? 1 : 0)});
+  if (comm.size() > 1) BOOST_CHECK_THROW(comm.all_to_all_async(uneven.clone(), uneven), mpiaccel::Error);
 }
 
 BOOST_AUTO_TEST_CASE(all_gather_in_place_from_own_block) {

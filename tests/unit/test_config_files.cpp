@@ -142,8 +142,14 @@ BOOST_AUTO_TEST_CASE(accelerate_parallelism_config_maps_dp_and_tp) {
                                              "  parallelism_config_tp_size: 2\n"}});
   BOOST_TEST(tp.config.parallelism.tp_size == 2);
   BOOST_TEST(tp.config.parallelism.dp_shard_size == 4);
-  BOOST_TEST(error_of({{"a.yaml", "parallelism_config:\n  parallelism_config_cp_size: 2\n"}}) ==
-             "a.yaml:2: parallelism_config.parallelism_config_cp_size = 2: context parallelism is not in mpiaccel "
+  const auto cp = resolve_config({{"a.yaml", "distributed_type: MULTI_CPU\nnum_processes: 4\n"
+                                             "parallelism_config:\n  parallelism_config_cp_size: 2\n"
+                                             "  parallelism_config_cp_comm_strategy: alltoall\n"}});
+  BOOST_TEST(cp.config.parallelism.cp_size == 2);
+  // PyTorch's alltoall moves ring attention's blocks: mpiaccel's ring, not Ulysses.
+  BOOST_TEST(cp.config.parallelism.cp_comm_strategy == "ring");
+  BOOST_TEST(error_of({{"a.yaml", "parallelism_config:\n  parallelism_config_sp_size: 2\n"}}) ==
+             "a.yaml:2: parallelism_config.parallelism_config_sp_size = 2: sequence parallelism is not in mpiaccel "
              "yet; accepted: 1");
   BOOST_TEST(error_of({{"a.yaml", "parallelism_config:\n  parallelism_config_dp_replicate_size: 2\n"}}).find(
                  "a.yaml:2: parallelism_config.parallelism_config_dp_replicate_size = 2: replicas without sharding") ==

@@ -150,6 +150,37 @@ WorkHandle NcclCommunicator::all_gather_uneven_async(at::Tensor output, at::Tens
   });
 }
 
+// NCCL has no all-to-all: a send and a receive per peer, grouped so that
+// NCCL runs them as one operation (no order between them to deadlock on).
+WorkHandle NcclCommunicator::all_to_all_async(at::Tensor output, at::Tensor input) {
+  if (on_host({output, input})) return host_->all_to_all_async(std::move(output), std::move(input));
+  const char* name = "all_to_all";
+  check(output, name, "output");
+  check(input, name, "input");
+  check_same_dtype(output, input, name);
+  check_numel(output, input.numel(), name, "output", "the input's elements");
+  MPIACCEL_CHECK(input.numel() % size() == 0, std::string(name) + ": " + std::to_string(input.numel()) +
+                                                   " elements do not divide into " + std::to_string(size()) +
+                                                   " blocks, one per rank");
+  const ncclDataType_t type = nccl_datatype(input.scalar_type());
+  return launch(name, describe_op(name, input), {output, input}, [&]() -> ncclResult_t {
+    const size_t block = static_cast<size_t>(input.numel() / size());
+    const size_t bytes = block * input.element_size();
+    const char* in = static_cast<const char*>(input.data_ptr());
+    char* out = static_cast<char*>(output.data_ptr());
+    ncclResult_t result = ncclGroupStart();
+    if (result != ncclSuccess) return result;
+    for (int peer = 0; peer < size(); ++peer) {
+      result = ncclSend(in + peer * bytes, block, type, peer, state_->comm, stream_->stream());
+      if (result != ncclSuccess && result != ncclInProgress) break;
+      result = ncclRecv(out + peer * bytes, block, type, peer, state_->comm, stream_->stream());
+      if (result != ncclSuccess && result != ncclInProgress) break;
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    return result != ncclSuccess && result != ncclInProgress ? result : ended;
+  });
+}
+
 WorkHandle NcclCommunicator::broadcast_async(at::Tensor tensor, int root) {
   if (on_host({tensor})) return host_->broadcast_async(std::move(tensor), root);
   check(tensor, "broadcast", "tensor");

@@ -137,6 +137,11 @@ struct EstimateSettings {
   /// this scales the activations.
   int tp_size = 1;
   bool sequence_parallel = false;
+  /// Context parallelism: each rank's activations are those of seq_len /
+  /// cp_size positions (attention by flash kernels keeps no [T, T] weights,
+  /// so the estimate's quadratic attention term, of the shard, is an upper
+  /// bound). The strategy shards over world_size, which counts the cp ranks.
+  int cp_size = 1;
   int64_t optimizer_slots = 2;           ///< AdamW
   bool gradient_as_bucket_view = false;  ///< [ddp]
   /// [ddp] node_shared_params: the ranks sharing one copy of the parameters

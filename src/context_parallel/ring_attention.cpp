@@ -107,7 +107,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       std::optional<RingPass> pass;
       if (step + 1 < size) pass.emplace(group, kv, step, step_name(step, "keys and values (backward)"));
       const int source = (rank - step + size) % size;
-      at::Tensor dkv = at::zeros(kv.sizes(), kv.options().dtype(at::kFloat));
+      // This block's gradients so far (the ranks before added theirs), and this rank's added in place.
+      at::Tensor dkv = partial_in ? partial_in->wait() : at::zeros(kv.sizes(), kv.options().dtype(at::kFloat));
       for (const BlockPair& pair : pairs_against(rank, source, size)) {
         const int qh = pair.query_half, kh = pair.key_half;
         const BlockGrads g = block_attention_backward(half_of(dout, qh), half_of(q, qh), half_of(kv[0], kh),
@@ -117,7 +118,6 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
         half_of(dkv[0], kh).add_(g.dk.to(at::kFloat));
         half_of(dkv[1], kh).add_(g.dv.to(at::kFloat));
       }
-      if (partial_in) dkv.add_(partial_in->wait());
       partial_in.emplace(group, dkv, size + step, step_name(step, "key and value gradients"));
       if (pass) kv = pass->wait();
     }

@@ -98,7 +98,9 @@ MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spe
   } else {
     MPIACCEL_THROW("strategy '" + strategy + "' is unknown; accepted: ddp, zero1, zero2, zero3, fsdp");
   }
-  row.activation_bytes = activation_bytes(model.kind, spec, settings.batch_size, p, settings.activation_checkpointing,
+  ModelSpec positions = spec;  // the positions this rank holds
+  positions.block_size = spec.block_size / std::max(1, settings.cp_size);
+  row.activation_bytes = activation_bytes(model.kind, positions, settings.batch_size, p, settings.activation_checkpointing,
                                           settings.tp_size, settings.sequence_parallel);
   return row;
 }
@@ -114,10 +116,11 @@ std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size) {
   settings.world_size = static_cast<int>(world_size / tp / pp);
   settings.tp_size = static_cast<int>(tp);
   settings.sequence_parallel = config.parallelism.sequence_parallel;
+  settings.cp_size = static_cast<int>(config.parallelism.cp_size);
   settings.optimizer_slots = optimizer_slots(config.optimizer);
   settings.gradient_as_bucket_view = config.ddp.gradient_as_bucket_view;
   settings.batch_size = config.train.split_batches  // the global batch, split
-                            ? std::max<int64_t>(1, config.train.batch_size / settings.world_size)
+                            ? std::max<int64_t>(1, config.train.batch_size / (settings.world_size / settings.cp_size))
                             : config.train.batch_size;
   settings.activation_checkpointing = config.fsdp.activation_checkpointing;
   settings.reshard_after_forward =

@@ -69,6 +69,23 @@ a, b = (json.load(open(p)) for p in sys.argv[1:])
 assert b["activation_checkpointing"] and b["world_size"] == 4
 assert b["rows"][0]["activation_bytes"] * 2 < a["rows"][0]["activation_bytes"]
 PY
+# Context parallelism: a rank's activations are those of its seq_len / cp_size
+# positions, and the strategy shards over the cp ranks too (4 ranks: cp 2 × dp 2).
+"$MPIACCEL" estimate-memory --config job.ini --world 4 --json parallelism.cp_size=2 train.seq_len=128 > cp2.json \
+  || fail "the cp estimate failed"
+"$MPIACCEL" estimate-memory --config job.ini --world 4 --json train.seq_len=64 > cp1.json \
+  || fail "the estimate at half the sequence failed"
+python3 - cp2.json cp1.json <<'PY' || fail "cp 2 should estimate the activations of half the sequence"
+import json, sys
+cp, half = (json.load(open(p)) for p in sys.argv[1:])
+for a, b in zip(cp["rows"], half["rows"]):
+    assert a["activation_bytes"] == b["activation_bytes"], (a, b)
+zero1 = lambda d: next(r for r in d["rows"] if (r["strategy"], r["offload"], r["precision"]) == ("zero1", False, "fp32"))
+assert zero1(cp)["optimizer_bytes"] * 4 == 8 * cp["model"]["params"]  # Adam's 8 bytes over all 4 ranks
+PY
+"$MPIACCEL" estimate-memory --config job.ini --world 4 parallelism.cp_size=2 train.seq_len=128 > cp2.txt
+expect_contains cp2.txt "context parallel: 64 tokens of each sequence on each of 2 cp ranks"
+
 # Without --config: the defaults (one rank).
 "$MPIACCEL" estimate-memory train.model=mlp > mlp.txt || fail "defaults failed"
 expect_contains mlp.txt "Memory per rank for mlp"

@@ -93,9 +93,7 @@ struct Measured {
   int64_t peak_bytes;
 };
 
-// Times `step` (warmup, then iters), then runs it once more under the meter;
-// `before_metered` runs first, unmetered (a forward whose backward is metered
-// needs nothing of it).
+// Times `step` (warmup, then iters), then runs it once more under the meter.
 Measured measure(mpiaccel::Communicator& world, const Options& o, const std::function<void()>& step) {
   std::vector<double> times;
   for (int it = -o.warmup; it < o.iters; ++it) {

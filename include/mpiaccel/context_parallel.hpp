@@ -5,8 +5,8 @@
 //
 //   ring      each rank keeps its queries; key/value blocks travel around the
 //             group in cp steps, and the partial softmax results of each
-//             block are merged by their log-sum-exp (ring attention). Memory
-//             for attention is 1/cp of the whole; any head count.
+//             block are merged by their log-sum-exp (ring attention). Any
+//             head count.
 //   alltoall  an all-to-all swaps sequence shards for head shards, each rank
 //             attends over the whole sequence with n_head/cp heads, and a
 //             second all-to-all swaps back (Ulysses). Heads must divide by cp.
@@ -38,6 +38,10 @@ enum class Exchange { Ring, AllToAll };
 Exchange exchange_named(const std::string& name);
 const char* exchange_name(Exchange exchange);
 
+/// Throws Error unless `exchange` can split `heads` attention heads (a
+/// rank's) over `ranks` cp ranks: alltoall needs them to divide.
+void check_heads(Exchange exchange, int64_t heads, int64_t ranks);
+
 /// The length of each rank's zigzag shard of `time` positions: time / size.
 /// Throws Error, naming the length, when 2·size does not divide it.
 int64_t shard_length(int64_t time, const Communicator& group);
@@ -53,8 +57,10 @@ at::Tensor zigzag_positions(int64_t time, const Communicator& group, const at::T
 
 /// Causal attention softmax(q kᵀ / sqrt(d) + mask) v of the whole sequence,
 /// computed on zigzag shards: q, k, v are [batch, heads, time/cp, head_dim],
-/// this rank's shard; returns this rank's shard of the output. Differentiable
-/// (its backward exchanges again, in reverse). Collective over `group`; every
+/// this rank's shard (key/value heads repeated to the query heads' count);
+/// returns this rank's shard of the output. Differentiable (its backward
+/// passes the blocks around again, their gradients beside them; the
+/// all-to-all's backward swaps back). Collective over `group`; every
 /// message has the group's deadline and names the ring step or the
 /// all-to-all. No dropout on the attention weights.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -10,6 +10,7 @@
 
 #include "context_parallel/block_attention.hpp"
 #include "context_parallel/ring_attention.hpp"
+#include "context_parallel/zigzag_chunks.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/context_parallel.hpp"
 #include "mpiaccel/error.hpp"
@@ -61,13 +62,8 @@ struct SwapShards : torch::autograd::Function<SwapShards> {
 // The global position of each place of the gathered sequence: every rank's
 // zigzag positions, in rank order.
 at::Tensor gathered_positions(int64_t time, const Communicator& group, const at::TensorOptions& options) {
-  const int64_t chunk = time / (2 * group.size()), last = 2 * group.size() - 1;
-  const at::TensorOptions longs = options.dtype(at::kLong);
   std::vector<at::Tensor> parts;
-  for (int64_t r = 0; r < group.size(); ++r) {
-    parts.push_back(at::arange(r * chunk, (r + 1) * chunk, longs));
-    parts.push_back(at::arange((last - r) * chunk, (last - r + 1) * chunk, longs));
-  }
+  for (int64_t r = 0; r < group.size(); ++r) parts.push_back(rank_positions(time, r, group.size(), options));
   return at::cat(parts);
 }
 
@@ -75,11 +71,8 @@ at::Tensor gathered_positions(int64_t time, const Communicator& group, const at:
 
 at::Tensor all_to_all_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const std::shared_ptr<Communicator>& group) {
-  const int64_t heads = q.size(1), n = group->size();
-  MPIACCEL_CHECK(heads % n == 0 && k.size(1) % n == 0,
-                 "[parallelism] cp_comm_strategy = alltoall gives each of the " + std::to_string(n) +
-                     " cp ranks n_head / cp_size heads, but this rank's attention has " + std::to_string(heads) +
-                     " heads; pick a cp_size that divides them, or cp_comm_strategy = ring");
+  const int64_t n = group->size();
+  check_heads(Exchange::AllToAll, q.size(1), n);
   const at::Tensor gathered = gathered_positions(q.size(2) * n, *group, q.options());
   const at::Tensor order = gathered.argsort();  // position p sits at place order[p]
   auto to_heads = [&](const at::Tensor& x) {

@@ -16,6 +16,28 @@
 namespace mpiaccel::cp::detail {
 namespace {
 
+// Autocast off while a block's products run: they are float32 on purpose
+// (the log-sum-exp of forward must be the one backward recomputes against).
+class NoAutocast {
+ public:
+  explicit NoAutocast(const at::Tensor& like)
+      : device_(like.device().type()),
+        enabled_(mpiaccel::detail::autocast_enabled(device_)),
+        dtype_(mpiaccel::detail::autocast_dtype(device_)) {
+    if (enabled_) mpiaccel::detail::set_autocast(device_, false, dtype_);
+  }
+  ~NoAutocast() {
+    if (enabled_) mpiaccel::detail::set_autocast(device_, true, dtype_);
+  }
+  NoAutocast(const NoAutocast&) = delete;
+  NoAutocast& operator=(const NoAutocast&) = delete;
+
+ private:
+  c10::DeviceType device_;
+  bool enabled_;
+  at::ScalarType dtype_;
+};
+
 double scale_of(const at::Tensor& q) { return 1.0 / std::sqrt(static_cast<double>(q.size(-1))); }
 
 // The scores q kᵀ / sqrt(D) in float32, the future masked out when causal.
@@ -27,6 +49,7 @@ at::Tensor scores(const at::Tensor& q, const at::Tensor& k, bool causal) {
 }
 
 Partial explicit_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
+  const NoAutocast float32_products(q);
   const at::Tensor s = scores(q, k, causal);
   const at::Tensor lse = at::logsumexp(s, -1);
   const at::Tensor weights = at::exp(s - lse.unsqueeze(-1));
@@ -35,6 +58,7 @@ Partial explicit_forward(const at::Tensor& q, const at::Tensor& k, const at::Ten
 
 BlockGrads explicit_backward(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const at::Tensor& out, const at::Tensor& lse, bool causal) {
+  const NoAutocast float32_products(q);
   const at::Tensor weights = at::exp(scores(q, k, causal) - lse.unsqueeze(-1));
   const at::Tensor dy = dout.to(at::kFloat);
   const at::Tensor dv = at::matmul(weights.transpose(-2, -1), dy);

@@ -2,19 +2,31 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+
+#include "context_parallel/block_attention.hpp"
 #include "context_parallel/ring_attention.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/context_parallel.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::cp {
+namespace {
+std::string shape(const at::Tensor& t) {
+  std::string text;
+  for (int64_t size : t.sizes()) text += (text.empty() ? "[" : ", ") + std::to_string(size);
+  return text + "]";
+}
+}  // namespace
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const std::shared_ptr<Communicator>& group, Exchange exchange) {
   MPIACCEL_CHECK(group != nullptr, "cp::causal_attention: no cp group");
-  MPIACCEL_CHECK(q.dim() == 4 && k.sizes() == v.sizes() && q.size(2) == k.size(2) && q.size(2) % 2 == 0,
-                 "cp::causal_attention takes zigzag shards q, k, v [batch, heads, time/cp, head_dim] of one "
-                 "even length");
+  MPIACCEL_CHECK(q.dim() == 4 && q.sizes() == k.sizes() && k.sizes() == v.sizes() && q.size(2) % 2 == 0,
+                 "cp::causal_attention takes zigzag shards q, k, v [batch, heads, time/cp, head_dim] of one shape "
+                 "and an even length (repeat grouped key/value heads first), not " + shape(q) + ", " + shape(k) +
+                     ", " + shape(v));
+  if (group->size() == 1) return detail::whole_causal_attention(q, k, v);
   return exchange == Exchange::Ring ? detail::ring_attention(q, k, v, group)
                                     : detail::all_to_all_attention(q, k, v, group);
 }

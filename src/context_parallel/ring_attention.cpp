@@ -14,6 +14,7 @@
 #include "context_parallel/block_attention.hpp"
 #include "context_parallel/ring_attention.hpp"
 #include "context_parallel/ring_pass.hpp"
+#include "context_parallel/zigzag_chunks.hpp"
 #include "mpiaccel/comm.hpp"
 #include "tensor_parallel/group_capsule.hpp"
 
@@ -36,11 +37,10 @@ struct BlockPair {
 // chunk before the query chunk in full, the same chunk causally, a later
 // one not at all.
 std::vector<BlockPair> pairs_against(int rank, int source, int size) {
-  auto chunk = [size](int owner, int half) { return half == 0 ? owner : 2 * size - 1 - owner; };
   std::vector<BlockPair> pairs;
   for (int qh = 0; qh < 2; ++qh)
     for (int kh = 0; kh < 2; ++kh) {
-      const int query = chunk(rank, qh), key = chunk(source, kh);
+      const int64_t query = chunk_of(rank, qh, size), key = chunk_of(source, kh, size);
       if (key <= query) pairs.push_back({qh, kh, key == query});
     }
   return pairs;
@@ -102,13 +102,13 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const at::Tensor dout = grads[0].contiguous();
     at::Tensor dq = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
     at::Tensor kv = at::stack({k, v}).contiguous();
-    std::optional<RingPass> partial_in;  // the gradients of the block held now, from the ranks before
+    std::optional<RingPass> gradients_pass;  // the gradients of the block held now, from the ranks before
     for (int step = 0; step < size; ++step) {
       std::optional<RingPass> pass;
       if (step + 1 < size) pass.emplace(group, kv, step, step_name(step, "keys and values (backward)"));
       const int source = (rank - step + size) % size;
       // This block's gradients so far (the ranks before added theirs), and this rank's added in place.
-      at::Tensor dkv = partial_in ? partial_in->wait() : at::zeros(kv.sizes(), kv.options().dtype(at::kFloat));
+      at::Tensor dkv = gradients_pass ? gradients_pass->wait() : at::zeros(kv.sizes(), kv.options().dtype(at::kFloat));
       for (const BlockPair& pair : pairs_against(rank, source, size)) {
         const int qh = pair.query_half, kh = pair.key_half;
         const BlockGrads g = block_attention_backward(half_of(dout, qh), half_of(q, qh), half_of(kv[0], kh),
@@ -118,10 +118,10 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
         half_of(dkv[0], kh).add_(g.dk.to(at::kFloat));
         half_of(dkv[1], kh).add_(g.dv.to(at::kFloat));
       }
-      partial_in.emplace(group, dkv, size + step, step_name(step, "key and value gradients"));
+      gradients_pass.emplace(group, dkv, size + step, step_name(step, "key and value gradients"));
       if (pass) kv = pass->wait();
     }
-    const at::Tensor own = partial_in->wait();  // every rank's share of this rank's block
+    const at::Tensor own = gradients_pass->wait();  // every rank's share of this rank's block
     return {dq.to(q.scalar_type()), own[0].to(k.scalar_type()), own[1].to(v.scalar_type()), at::Tensor()};
   }
 };

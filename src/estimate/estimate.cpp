@@ -98,10 +98,11 @@ MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spe
   } else {
     MPIACCEL_THROW("strategy '" + strategy + "' is unknown; accepted: ddp, zero1, zero2, zero3, fsdp");
   }
-  ModelSpec positions = spec;  // the positions this rank holds
-  positions.block_size = spec.block_size / std::max(1, settings.cp_size);
-  row.activation_bytes = activation_bytes(model.kind, positions, settings.batch_size, p, settings.activation_checkpointing,
-                                          settings.tp_size, settings.sequence_parallel);
+  ModelSpec shard_spec = spec;  // the positions this rank holds
+  shard_spec.block_size = spec.block_size / std::max(1, settings.cp_size);
+  row.activation_bytes = activation_bytes(model.kind, shard_spec, settings.batch_size, p,
+                                          settings.activation_checkpointing, settings.tp_size,
+                                          settings.sequence_parallel);
   return row;
 }
 
@@ -109,9 +110,16 @@ std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size) {
   const ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
   const int64_t tp = config.parallelism.tp_size;
   const int64_t pp = config.parallelism.pp_size;
-  MPIACCEL_CHECK(world_size % (tp * pp) == 0,
+  const int64_t cp = config.parallelism.cp_size;
+  MPIACCEL_CHECK(world_size % (tp * pp * cp) == 0,
                  "estimate-memory: [parallelism] tp_size " + std::to_string(tp) + " × pp_size " + std::to_string(pp) +
-                     " does not divide the " + std::to_string(world_size) + " ranks");
+                     " × cp_size " + std::to_string(cp) + " does not divide the " + std::to_string(world_size) +
+                     " ranks");
+  MPIACCEL_CHECK(cp == 1 || pp == 1, "estimate-memory: cp_size with pp_size: context parallelism inside pipeline "
+                                     "stages is not built; set one of them to 1");
+  MPIACCEL_CHECK(config.train.seq_len % (2 * cp) == 0,
+                 "estimate-memory: [train] seq_len " + std::to_string(config.train.seq_len) +
+                     " does not divide into the 2 x cp_size chunks of context parallelism");
   EstimateSettings settings;
   settings.world_size = static_cast<int>(world_size / tp / pp);
   settings.tp_size = static_cast<int>(tp);
@@ -120,7 +128,7 @@ std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size) {
   settings.optimizer_slots = optimizer_slots(config.optimizer);
   settings.gradient_as_bucket_view = config.ddp.gradient_as_bucket_view;
   settings.batch_size = config.train.split_batches  // the global batch, split
-                            ? std::max<int64_t>(1, config.train.batch_size / (settings.world_size / settings.cp_size))
+                            ? std::max<int64_t>(1, config.train.batch_size * cp / settings.world_size)
                             : config.train.batch_size;
   settings.activation_checkpointing = config.fsdp.activation_checkpointing;
   settings.reshard_after_forward =

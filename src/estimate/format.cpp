@@ -80,8 +80,9 @@ std::string format_estimate_table(const Config& config, const ModelFootprint& mo
   if (model.kind == "gpt" || model.kind == "llama") out << " x " << config.train.seq_len << " tokens";
   out << " per rank" << (config.fsdp.activation_checkpointing ? ", activation checkpointing" : "");
   if (config.parallelism.cp_size > 1)
-    out << ", context parallel: " << config.train.seq_len / config.parallelism.cp_size << " tokens of each sequence on each of "
-        << config.parallelism.cp_size << " cp ranks (the strategy shards over them too)";
+    out << ", context parallel: " << config.train.seq_len / config.parallelism.cp_size
+        << " tokens of each sequence on each of " << config.parallelism.cp_size
+        << " cp ranks (the strategy shards over them too)";
   out << "\n";
 
   const std::vector<std::string> header = {"strategy", "precision", "params", "grads", "optimizer",

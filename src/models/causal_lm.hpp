@@ -150,6 +150,9 @@ class TextModel : public Model, public CausalLm, public PipelineModel {
   /// The context of a layer given the hidden state `hidden` (a pipeline
   /// stage's input): sequence-sharded when the model runs sequence-parallel.
   SplitContext hidden_context(const at::Tensor& hidden) const;
+  /// The groups the model is split over, as a forward uses them now (no
+  /// sequence split while tp::WholeSequence is active: generation).
+  SplitContext current_context() const;
   /// The positions of the `time` tokens this rank's attention sees, the
   /// first at `first`: [first, first + time), or under context parallelism
   /// the global positions of this rank's zigzag shard.

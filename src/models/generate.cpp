@@ -51,6 +51,7 @@ void check_tp_divides(int64_t value, const std::string& key, int64_t ranks, cons
 
 void TextModel::parallelize(std::shared_ptr<Communicator> group, bool sequence_parallel) {
   MPIACCEL_CHECK(group != nullptr && !tp_, name_ + ": tensor_parallelize called twice, or without a group");
+  MPIACCEL_CHECK(!cp_, name_ + ": tensor_parallelize after context_parallelize; split by tp first");
   check_divisible(group->size());
   sequence_parallel_ = sequence_parallel;  // the plan's styles follow it
   tp::parallelize_module(module(), group, plan(group->size()));
@@ -63,7 +64,7 @@ at::Tensor TextModel::split_head(const at::Tensor& x, const at::Tensor& weight, 
 }
 
 SplitContext TextModel::split_context(int64_t time) const {
-  SplitContext ctx = hidden_context(at::Tensor());
+  SplitContext ctx = current_context();
   if (ctx.cp) time = cp::shard_length(time, *ctx.cp);
   MPIACCEL_CHECK(!ctx.sequence_sharded || time % tp_->size() == 0,
                  "[parallelism] sequence_parallel splits the sequence over the " + std::to_string(tp_->size()) +
@@ -73,7 +74,9 @@ SplitContext TextModel::split_context(int64_t time) const {
   return ctx;
 }
 
-SplitContext TextModel::hidden_context(const at::Tensor&) const {
+SplitContext TextModel::hidden_context(const at::Tensor&) const { return current_context(); }
+
+SplitContext TextModel::current_context() const {
   const bool split_sequence = !tp::WholeSequence::active();
   return {tp_, tp_ && sequence_parallel_ && split_sequence, split_sequence ? cp_ : nullptr, cp_exchange_};
 }
@@ -95,11 +98,7 @@ void TextModel::context_parallelize(std::shared_ptr<Communicator> group, cp::Exc
   MPIACCEL_CHECK(group != nullptr && !cp_, name_ + ": context_parallelize called twice, or without a group");
   MPIACCEL_CHECK(spec_.dropout == 0.0, "[model] dropout " + std::to_string(spec_.dropout) +
                                            ": context parallelism has no dropout in attention yet; set dropout = 0");
-  const int64_t heads = spec_.n_head / (tp_ ? tp_->size() : 1);
-  MPIACCEL_CHECK(exchange != cp::Exchange::AllToAll || heads % group->size() == 0,
-                 "[parallelism] cp_comm_strategy = alltoall splits the " + std::to_string(heads) +
-                     " attention heads of a rank over the " + std::to_string(group->size()) +
-                     " cp ranks; make n_head a multiple of cp_size x tp_size, or use ring");
+  cp::check_heads(exchange, spec_.n_head / (tp_ ? tp_->size() : 1), group->size());
   cp_exchange_ = exchange;
   cp_ = std::move(group);
 }

@@ -218,8 +218,9 @@ class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public TextM
     at::Tensor x = model_->embed_tokens->forward(tokens);  // a sequence shard under sequence parallelism
     // Attention sees the whole sequence (of this cp rank): the rotary tables of all its positions.
     const int64_t time = tokens.size(1);
-    const Rotary rotary = ctx.cp ? rope_.cos_sin_at(attention_positions(start, time, ctx, tokens.options()), x.scalar_type())
-                                 : rope_.cos_sin(start, time, x.device(), x.scalar_type());
+    const Rotary rotary =
+        ctx.cp ? rope_.cos_sin_at(attention_positions(start, time, ctx, tokens.options()), x.scalar_type())
+               : rope_.cos_sin(start, time, x.device(), x.scalar_type());
     for (size_t i = 0; i < model_->layers.size(); ++i) x = run_layer(i, x, rotary, cache, ctx);
     return head(x, ctx);
   }

@@ -125,12 +125,19 @@ BOOST_AUTO_TEST_CASE(all_to_all_attention_equals_whole_causal_attention) {
   check_against_whole(cp::Exchange::AllToAll, heads, at::kBFloat16, 3e-2);
 }
 
-BOOST_AUTO_TEST_CASE(all_to_all_refuses_heads_that_do_not_divide) {
+BOOST_AUTO_TEST_CASE(bad_shapes_and_heads_are_refused_in_one_line) {
   const auto group = world_ptr();
+  const at::Tensor q = at::zeros({1, 4, 4, 8}), k = at::zeros({1, 2, 4, 8});
+  BOOST_CHECK_EXCEPTION(cp::causal_attention(q, k, k, group, cp::Exchange::Ring), Error, [](const Error& e) {
+    return std::string(e.what()).find("(repeat grouped key/value heads first), not [1, 4, 4, 8], [1, 2, 4, 8]") !=
+           std::string::npos;
+  });
   if (group->size() == 1) return;
   const at::Tensor x = at::zeros({1, group->size() + 1, 4, 8});
-  BOOST_CHECK_EXCEPTION(cp::causal_attention(x, x, x, group, cp::Exchange::AllToAll), Error, [](const Error& e) {
-    return std::string(e.what()).find("cp_comm_strategy = alltoall gives each of the") != std::string::npos;
+  BOOST_CHECK_EXCEPTION(cp::causal_attention(x, x, x, group, cp::Exchange::AllToAll), Error, [&](const Error& e) {
+    return std::string(e.what()).find("cp_comm_strategy = alltoall splits the " + std::to_string(group->size() + 1) +
+                                      " attention heads of a rank over the " + std::to_string(group->size())) !=
+           std::string::npos;
   });
 }
 

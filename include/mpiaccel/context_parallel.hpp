@@ -56,8 +56,10 @@ at::Tensor zigzag_shard(const at::Tensor& x, int64_t dim, const Communicator& gr
 at::Tensor zigzag_positions(int64_t time, const Communicator& group, const at::TensorOptions& options);
 
 /// Causal attention softmax(q kᵀ / sqrt(d) + mask) v of the whole sequence,
-/// computed on zigzag shards: q, k, v are [batch, heads, time/cp, head_dim],
-/// this rank's shard (key/value heads repeated to the query heads' count);
+/// computed on zigzag shards: q is [batch, heads, time/cp, head_dim], this
+/// rank's shard, and k, v [batch, kv heads, time/cp, head_dim] with kv heads
+/// dividing heads (grouped-query attention: each serves heads / kv
+/// consecutive query heads; the ring passes them unrepeated);
 /// returns this rank's shard of the output. Differentiable (its backward
 /// passes the blocks around again, their gradients beside them; the
 /// all-to-all's backward swaps back). Collective over `group`; every

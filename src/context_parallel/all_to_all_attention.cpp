@@ -78,7 +78,12 @@ at::Tensor all_to_all_attention(const at::Tensor& q, const at::Tensor& k, const 
   auto to_heads = [&](const at::Tensor& x) {
     return SwapShards::apply(x, GroupCapsule::of(group), true).index_select(2, order);
   };
-  const at::Tensor y = whole_causal_attention(to_heads(q), to_heads(k), to_heads(v));
+  // Key/value heads swap unrepeated when the ranks divide them (rank p's
+  // query heads use exactly its block of them), else repeated first.
+  const int64_t n_rep = q.size(1) / k.size(1);
+  const int64_t before = k.size(1) % n == 0 ? 1 : n_rep;
+  auto kv_to_heads = [&](const at::Tensor& x) { return repeat_heads(to_heads(repeat_heads(x, before)), n_rep / before); };
+  const at::Tensor y = whole_causal_attention(to_heads(q), kv_to_heads(k), kv_to_heads(v));
   return SwapShards::apply(y.index_select(2, gathered), GroupCapsule::of(group), false);
 }
 

@@ -72,6 +72,18 @@ BlockGrads explicit_backward(const at::Tensor& dout, const at::Tensor& q, const 
 
 }  // namespace
 
+at::Tensor repeat_heads(const at::Tensor& x, int64_t n_rep) {
+  if (n_rep == 1) return x;
+  const auto s = x.sizes();
+  return x.unsqueeze(2).expand({s[0], s[1], n_rep, s[2], s[3]}).reshape({s[0], s[1] * n_rep, s[2], s[3]});
+}
+
+at::Tensor sum_repeated_heads(const at::Tensor& grad, int64_t n_rep) {
+  if (n_rep == 1) return grad;
+  const auto s = grad.sizes();
+  return grad.reshape({s[0], s[1] / n_rep, n_rep, s[2], s[3]}).sum(2);
+}
+
 bool fused_block_kernel(const at::Tensor& q) {
 #if MPIACCEL_CPU_FLASH_ATTENTION
   return q.is_cpu();

@@ -34,6 +34,12 @@ BlockGrads block_attention_backward(const at::Tensor& dout, const at::Tensor& q,
 /// (LibTorch's fused kernel where it has one).
 at::Tensor whole_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
+/// Grouped-query attention's key/value heads, [B, kv, T, D], each serving
+/// `n_rep` consecutive query heads: [B, kv·n_rep, T, D] (x itself when n_rep is 1).
+at::Tensor repeat_heads(const at::Tensor& x, int64_t n_rep);
+/// The adjoint of repeat_heads: each head's n_rep copies' gradients summed.
+at::Tensor sum_repeated_heads(const at::Tensor& grad, int64_t n_rep);
+
 /// Whether block_attention runs a fused kernel for tensors like `q`.
 bool fused_block_kernel(const at::Tensor& q);
 

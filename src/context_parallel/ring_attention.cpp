@@ -76,15 +76,19 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
                             c10::intrusive_ptr<GroupCapsule> capsule) {
     Communicator& group = *capsule->group;
     const int size = group.size(), rank = group.rank();
+    const int64_t n_rep = q.size(1) / k.size(1);  // key/value heads travel unrepeated
     std::array<Merged, 2> merged;
     at::Tensor kv = at::stack({k, v}).contiguous();
     for (int step = 0; step < size; ++step) {
       std::optional<RingPass> pass;
       if (step + 1 < size) pass.emplace(group, kv, step, step_name(step, "keys and values"));
       const int source = (rank - step + size) % size;
-      for (const BlockPair& pair : pairs_against(rank, source, size))
-        merged[pair.query_half].add(block_attention(half_of(q, pair.query_half), half_of(kv[0], pair.key_half),
-                                                    half_of(kv[1], pair.key_half), pair.causal));
+      for (const BlockPair& pair : pairs_against(rank, source, size)) {
+        const int kh = pair.key_half;
+        merged[pair.query_half].add(block_attention(half_of(q, pair.query_half),
+                                                    repeat_heads(half_of(kv[0], kh), n_rep),
+                                                    repeat_heads(half_of(kv[1], kh), n_rep), pair.causal));
+      }
       if (pass) kv = pass->wait();
     }
     const at::Tensor out = at::cat({merged[0].out, merged[1].out}, -2).to(q.scalar_type());
@@ -100,6 +104,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
     const at::Tensor dout = grads[0].contiguous();
+    const int64_t n_rep = q.size(1) / k.size(1);
     at::Tensor dq = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
     at::Tensor kv = at::stack({k, v}).contiguous();
     std::optional<RingPass> gradients_pass;  // the gradients of the block held now, from the ranks before
@@ -111,12 +116,13 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       at::Tensor dkv = gradients_pass ? gradients_pass->wait() : at::zeros(kv.sizes(), kv.options().dtype(at::kFloat));
       for (const BlockPair& pair : pairs_against(rank, source, size)) {
         const int qh = pair.query_half, kh = pair.key_half;
-        const BlockGrads g = block_attention_backward(half_of(dout, qh), half_of(q, qh), half_of(kv[0], kh),
-                                                      half_of(kv[1], kh), half_of(out, qh),
-                                                      half_of(lse.unsqueeze(-1), qh).squeeze(-1), pair.causal);
+        const BlockGrads g = block_attention_backward(
+            half_of(dout, qh), half_of(q, qh), repeat_heads(half_of(kv[0], kh), n_rep),
+            repeat_heads(half_of(kv[1], kh), n_rep), half_of(out, qh), half_of(lse.unsqueeze(-1), qh).squeeze(-1),
+            pair.causal);
         half_of(dq, qh).add_(g.dq.to(at::kFloat));
-        half_of(dkv[0], kh).add_(g.dk.to(at::kFloat));
-        half_of(dkv[1], kh).add_(g.dv.to(at::kFloat));
+        half_of(dkv[0], kh).add_(sum_repeated_heads(g.dk.to(at::kFloat), n_rep));
+        half_of(dkv[1], kh).add_(sum_repeated_heads(g.dv.to(at::kFloat), n_rep));
       }
       gradients_pass.emplace(group, dkv, size + step, step_name(step, "key and value gradients"));
       if (pass) kv = pass->wait();

@@ -66,8 +66,9 @@ struct SplitContext {
   /// This rank's part of the tokens [B, T] a forward was given: its zigzag
   /// shard under context parallelism, else all of them.
   at::Tensor local_tokens(const at::Tensor& tokens) const;
-  /// Causal attention of q, k, v [B, H, T, D] over the heads: exchanged over
-  /// the cp group under context parallelism (no dropout there), else
+  /// Causal attention of q [B, H, T, D] over k, v [B, kv, T, D] (kv divides
+  /// H: each key/value head serves H/kv consecutive query heads): exchanged
+  /// over the cp group under context parallelism (no dropout there), else
   /// heads_attention.
   at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool after_cache,
                        double dropout_p) const;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "context_parallel/block_attention.hpp"
 #include "models/attention.hpp"
 #include "models/causal_lm.hpp"
 #include "mpiaccel/comm.hpp"
@@ -109,8 +110,10 @@ at::Tensor SplitContext::local_tokens(const at::Tensor& tokens) const {
 
 at::Tensor SplitContext::attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    bool after_cache, double dropout_p) const {
-  if (!cp) return heads_attention(q, k, v, after_cache, dropout_p);
-  return cp::causal_attention(q, k, v, cp, cp_exchange);
+  if (cp) return cp::causal_attention(q, k, v, cp, cp_exchange);
+  const int64_t n_rep = q.size(1) / k.size(1);  // grouped-query attention's key/value heads
+  return heads_attention(q, cp::detail::repeat_heads(k, n_rep), cp::detail::repeat_heads(v, n_rep), after_cache,
+                         dropout_p);
 }
 
 at::Tensor SplitContext::enter(const at::Tensor& x) const {

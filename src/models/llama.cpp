@@ -41,14 +41,6 @@ std::shared_ptr<tp::Linear> linear(int64_t in, int64_t out, bool bias, const Mod
   return built(std::make_shared<tp::Linear>(in, out, bias), init);
 }
 
-
-// Each kv head serves n_rep consecutive query heads: [B, kv, T, D] -> [B, kv·n_rep, T, D].
-at::Tensor repeat_kv(const at::Tensor& x, int64_t n_rep) {
-  if (n_rep == 1) return x;
-  const auto s = x.sizes();
-  return x.unsqueeze(2).expand({s[0], s[1], n_rep, s[2], s[3]}).reshape({s[0], s[1] * n_rep, s[2], s[3]});
-}
-
 }  // namespace
 
 /// Root-mean-square norm: weight · x / sqrt(mean(x²) + eps), computed in float32.
@@ -96,8 +88,6 @@ class LlamaAttention : public torch::nn::Module {
     at::Tensor k = apply_rotary(key_value_heads(*k_proj_, in, heads), cos, sin);
     at::Tensor v = key_value_heads(*v_proj_, in, heads);
     if (cache) std::tie(k, v) = cache->append(layer, k, v);
-    k = repeat_kv(k, q.size(1) / k.size(1));
-    v = repeat_kv(v, q.size(1) / v.size(1));
     const double dropout = is_training() ? dropout_ : 0.0;
     at::Tensor y = ctx.attention(q, k, v, cache != nullptr, dropout);
     return o_proj_->forward(y.transpose(1, 2).reshape({batch, time, q.size(1) * head_dim_}));

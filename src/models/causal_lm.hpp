@@ -148,11 +148,10 @@ class TextModel : public Model, public CausalLm, public PipelineModel {
   /// The context of a forward over `time` positions, all the tokens it was
   /// given (checks that the cp chunks and a sequence shard divide them).
   SplitContext split_context(int64_t time) const;
-  /// The context of a layer given the hidden state `hidden` (a pipeline
-  /// stage's input): sequence-sharded when the model runs sequence-parallel.
-  SplitContext hidden_context(const at::Tensor& hidden) const;
-  /// The groups the model is split over, as a forward uses them now (no
-  /// sequence split while tp::WholeSequence is active: generation).
+  /// The groups the model is split over, as a forward (or a pipeline
+  /// stage's layer) uses them now: the residual stream sequence-sharded
+  /// under sequence parallelism, the sequence split over cp; neither while
+  /// tp::WholeSequence is active (generation).
   SplitContext current_context() const;
   /// The positions of the `time` tokens this rank's attention sees, the
   /// first at `first`: [first, first + time), or under context parallelism

@@ -22,7 +22,7 @@ namespace mpiaccel {
 namespace detail {
 
 at::Tensor TextModel::loss(const at::Tensor& output, const at::Tensor& target_tokens) {
-  const at::Tensor target = split_context(target_tokens.size(1)).local_tokens(target_tokens);
+  const at::Tensor target = current_context().local_tokens(target_tokens);
   MPIACCEL_CHECK(target.sizes() == output.sizes().slice(0, 2),
                  name_ + " loss: the target's " + std::to_string(target.size(1)) + " positions are not the " +
                      std::to_string(output.size(1)) + " of the logits" +
@@ -74,8 +74,6 @@ SplitContext TextModel::split_context(int64_t time) const {
                      (ctx.cp ? " x cp_size" : ""));
   return ctx;
 }
-
-SplitContext TextModel::hidden_context(const at::Tensor&) const { return current_context(); }
 
 SplitContext TextModel::current_context() const {
   const bool split_sequence = !tp::WholeSequence::active();

@@ -184,10 +184,10 @@ class Gpt : public torch::nn::Module, public HasUnits, public TextModel {
     return embed(input, first_position(input, nullptr), split_context(input.size(1)));
   }
   at::Tensor pipeline_layer(int64_t layer, const at::Tensor& hidden) override {
-    return run_layer(static_cast<size_t>(layer), hidden, nullptr, hidden_context(hidden));
+    return run_layer(static_cast<size_t>(layer), hidden, nullptr, current_context());
   }
   at::Tensor pipeline_last(const at::Tensor& hidden, const at::Tensor& target) override {
-    return loss(head(hidden, hidden_context(hidden)), target);
+    return loss(head(hidden, current_context()), target);
   }
 
   // Token and position embeddings of `input` (positions from `start`; under

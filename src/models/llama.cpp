@@ -229,13 +229,13 @@ class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public TextM
     return model_->embed_tokens->forward(input);
   }
   at::Tensor pipeline_layer(int64_t layer, const at::Tensor& hidden) override {
-    const SplitContext ctx = hidden_context(hidden);
+    const SplitContext ctx = current_context();
     const int64_t time = hidden.size(1) * (ctx.sequence_sharded ? tp_->size() : 1);
     const Rotary rotary = rope_.cos_sin(0, time, hidden.device(), hidden.scalar_type());
     return run_layer(static_cast<size_t>(layer), hidden, rotary, nullptr, ctx);
   }
   at::Tensor pipeline_last(const at::Tensor& hidden, const at::Tensor& target) override {
-    return loss(head(hidden, hidden_context(hidden)), target);
+    return loss(head(hidden, current_context()), target);
   }
 
   using Rotary = std::pair<at::Tensor, at::Tensor>;  // cos, sin

@@ -110,6 +110,24 @@ job_ended() {  # job_ended JOB SECONDS: polls until the job has ended (a requeue
   echo "$state"
 }
 
+# The equivalence scripts' training runs (each script defines COMMON, and GPT
+# for the errors). train_run NAME NP BATCH MODEL-ARRAY-NAME EXTRA...:
+# `mpiaccel train` with the model's arguments, COMMON, the batch and EXTRA,
+# writing NAME.jsonl, NAME.ckpt and NAME.out; its output and a failure if it fails.
+train_run() {
+  local name=$1 np=$2 batch=$3 model="$4[@]"; shift 4
+  mpi "$np" "$MPIACCEL" train "${!model}" "${COMMON[@]}" train.batch_size="$batch" "$@" \
+    logging.metrics_file="$name.jsonl" checkpoint.dir="$name.ckpt" > "$name.out" 2>&1 \
+    || { cat "$name.out"; fail "run $name"; }
+}
+# expect_train_error NP MESSAGE EXTRA...: one step of the GPT with EXTRA fails, saying MESSAGE.
+expect_train_error() {
+  local np=$1 message=$2; shift 2
+  mpi "$np" "$MPIACCEL" train "${GPT[@]}" "${COMMON[@]}" train.max_steps=1 checkpoint.save_at_end=false "$@" \
+    > err.out 2>&1 && fail "expected an error: $message"
+  expect_contains err.out "$message"
+}
+
 # compare_runs REFERENCE CANDIDATE FIRST LAST TOLERANCE [PARAM_TOLERANCE]: two
 # `mpiaccel train` runs agree: every loss of steps FIRST..LAST (NAME.jsonl)
 # within TOLERANCE relative, and the final checkpoints (NAME.ckpt) within

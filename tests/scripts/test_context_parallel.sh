@@ -21,18 +21,11 @@ COMMON=(train.max_steps=10 train.eval_every=5 train.eval_batches=2 train.log_eve
 FSDP=(distributed.strategy=fsdp fsdp.auto_wrap_policy=TRANSFORMER_BASED_WRAP)
 TOL=(1e-5 5e-5)
 
-run() {  # run NAME NP BATCH MODEL-ARRAY-NAME EXTRA...
-  local name=$1 np=$2 batch=$3 model="$4[@]"; shift 4
-  mpi "$np" "$MPIACCEL" train "${!model}" "${COMMON[@]}" train.batch_size="$batch" "$@" \
-    logging.metrics_file="$name.jsonl" checkpoint.dir="$name.ckpt" > "$name.out" 2>&1 \
-    || { cat "$name.out"; fail "run $name"; }
-}
-
 for m in GPT LLAMA; do
-  run ${m}_np1 1 4 $m
+  train_run ${m}_np1 1 4 $m
   for size in 2 4; do
     for exchange in ring alltoall; do
-      run ${m}_cp${size}_$exchange $size 4 $m parallelism.cp_size=$size parallelism.cp_comm_strategy=$exchange
+      train_run ${m}_cp${size}_$exchange $size 4 $m parallelism.cp_size=$size parallelism.cp_comm_strategy=$exchange
       compare_runs ${m}_np1 ${m}_cp${size}_$exchange 1 10 "${TOL[@]}"
     done
   done
@@ -40,15 +33,15 @@ done
 expect_contains GPT_cp2_ring.out "mesh dp_replicate 1 × dp_shard 1 × cp 2 (2 ranks)"
 
 # With data parallelism: gradients averaged over dp × cp, the batch split over dp only.
-run GPT_cp2_ddp2 4 2 GPT parallelism.cp_size=2
+train_run GPT_cp2_ddp2 4 2 GPT parallelism.cp_size=2
 compare_runs GPT_np1 GPT_cp2_ddp2 1 10 "${TOL[@]}"
 expect_contains GPT_cp2_ddp2.out "mesh dp_replicate 1 × dp_shard 2 × cp 2 (4 ranks)"
-run LLAMA_cp2_fsdp2 4 2 LLAMA parallelism.cp_size=2 "${FSDP[@]}"
+train_run LLAMA_cp2_fsdp2 4 2 LLAMA parallelism.cp_size=2 "${FSDP[@]}"
 compare_runs LLAMA_np1 LLAMA_cp2_fsdp2 1 10 "${TOL[@]}"
-run LLAMA_cp2_zero3 2 4 LLAMA parallelism.cp_size=2 distributed.strategy=zero zero.stage=3
+train_run LLAMA_cp2_zero3 2 4 LLAMA parallelism.cp_size=2 distributed.strategy=zero zero.stage=3
 compare_runs LLAMA_np1 LLAMA_cp2_zero3 1 10 "${TOL[@]}"
 # With tensor parallelism (and its sequence parallelism inside each cp shard).
-run LLAMA_cp2_tp2 4 4 LLAMA parallelism.cp_size=2 parallelism.tp_size=2 parallelism.sequence_parallel=true
+train_run LLAMA_cp2_tp2 4 4 LLAMA parallelism.cp_size=2 parallelism.tp_size=2 parallelism.sequence_parallel=true
 expect_contains LLAMA_cp2_tp2.out "mesh dp_replicate 1 × dp_shard 1 × cp 2 × tp 2 (4 ranks)"
 compare_runs LLAMA_np1 LLAMA_cp2_tp2 1 10 "${TOL[@]}"
 
@@ -56,13 +49,13 @@ compare_runs LLAMA_np1 LLAMA_cp2_tp2 1 10 "${TOL[@]}"
 # and the end-of-run sample (generation sees the whole sequence): bf16 rounds
 # differently on other matrix shapes, so within 1e-3 (measured about 1e-5).
 BF16=(distributed.mixed_precision=bf16 fsdp.activation_checkpointing=true)
-run GPT_bf16_np1 1 4 GPT "${BF16[@]}"
-run GPT_bf16_cp2 2 4 GPT "${BF16[@]}" parallelism.cp_size=2 train.sample_tokens=20
+train_run GPT_bf16_np1 1 4 GPT "${BF16[@]}"
+train_run GPT_bf16_cp2 2 4 GPT "${BF16[@]}" parallelism.cp_size=2 train.sample_tokens=20
 compare_runs GPT_bf16_np1 GPT_bf16_cp2 1 10 1e-3 2e-2
 expect_contains GPT_bf16_cp2.out "sample:"
 
 # A cp2 checkpoint of step 5 goes on at np 1, as the uninterrupted run.
-run GPT_cp2_half 2 4 GPT parallelism.cp_size=2 train.max_steps=5
+train_run GPT_cp2_half 2 4 GPT parallelism.cp_size=2 train.max_steps=5
 cp -r GPT_cp2_half.ckpt GPT_cp2_to_np1.ckpt
 cp GPT_cp2_half.jsonl GPT_cp2_to_np1.jsonl
 mpi 1 "$MPIACCEL" train "${GPT[@]}" "${COMMON[@]}" train.batch_size=4 checkpoint.resume=latest \
@@ -87,19 +80,13 @@ else
 fi
 
 # One-line errors.
-expect_error() {  # expect_error NP MESSAGE EXTRA...
-  local np=$1 message=$2; shift 2
-  mpi "$np" "$MPIACCEL" train "${GPT[@]}" "${COMMON[@]}" train.max_steps=1 checkpoint.save_at_end=false "$@" \
-    > err.out 2>&1 && fail "expected an error: $message"
-  expect_contains err.out "$message"
-}
-expect_error 2 "context parallelism cuts the sequence into 2 x cp_size = 4 chunks, but it has 250 positions; make [train] seq_len a multiple of 4" \
+expect_train_error 2 "context parallelism cuts the sequence into 2 x cp_size = 4 chunks, but it has 250 positions; make [train] seq_len a multiple of 4" \
   parallelism.cp_size=2 train.seq_len=250
-expect_error 2 "[model] dropout 0.100000: context parallelism has no dropout in attention yet; set dropout = 0" \
+expect_train_error 2 "[model] dropout 0.100000: context parallelism has no dropout in attention yet; set dropout = 0" \
   parallelism.cp_size=2 model.dropout=0.1
-expect_error 4 "[parallelism] cp_size 2 with pp_size 2: context parallelism inside pipeline stages is not built yet" \
+expect_train_error 4 "[parallelism] cp_size 2 with pp_size 2: context parallelism inside pipeline stages is not built yet" \
   parallelism.cp_size=2 parallelism.pp_size=2
-expect_error 3 "[parallelism] cp_comm_strategy = alltoall splits the 4 attention heads of a rank over the 3 cp ranks" \
+expect_train_error 3 "[parallelism] cp_comm_strategy = alltoall splits the 4 attention heads of a rank over the 3 cp ranks" \
   parallelism.cp_size=3 parallelism.cp_comm_strategy=alltoall train.seq_len=240
-expect_error 3 "[parallelism] cp_size 2 does not divide the 3 ranks" parallelism.cp_size=2
+expect_train_error 3 "[parallelism] cp_size 2 does not divide the 3 ranks" parallelism.cp_size=2
 echo PASS

@@ -24,20 +24,14 @@ FSDP=(distributed.strategy=fsdp fsdp.auto_wrap_policy=TRANSFORMER_BASED_WRAP)
 # (see test_tensor_parallel.sh for why parameters get the wider tolerance).
 TOL=(1e-5 5e-5)
 
-run() {  # run NAME NP BATCH MODEL-ARRAY-NAME EXTRA...
-  local name=$1 np=$2 batch=$3 model="$4[@]"; shift 4
-  mpi "$np" "$MPIACCEL" train "${!model}" "${COMMON[@]}" train.batch_size="$batch" "$@" \
-    logging.metrics_file="$name.jsonl" checkpoint.dir="$name.ckpt" > "$name.out" 2>&1 \
-    || { cat "$name.out"; fail "run $name"; }
-}
 pp() {  # pp NAME NP BATCH MODEL PP SCHEDULE MICROBATCHES EXTRA...
   local name=$1 np=$2 batch=$3 model=$4 size=$5 schedule=$6 micro=$7; shift 7
-  run "$name" "$np" "$batch" "$model" parallelism.pp_size="$size" parallelism.pp_schedule="$schedule" \
+  train_run "$name" "$np" "$batch" "$model" parallelism.pp_size="$size" parallelism.pp_schedule="$schedule" \
     parallelism.pp_microbatches="$micro" "$@"
 }
 
 for m in GPT LLAMA; do
-  run ${m}_np1 1 12 $m
+  train_run ${m}_np1 1 12 $m
   for schedule in gpipe 1f1b interleaved_1f1b zb_h1; do
     pp ${m}_pp2_$schedule 2 12 $m 2 $schedule 4
     compare_runs ${m}_np1 ${m}_pp2_$schedule 1 10 "${TOL[@]}"
@@ -108,22 +102,16 @@ for stage in 2 3; do
 done
 
 # One-line errors.
-expect_error() {  # expect_error NP MESSAGE EXTRA...
-  local np=$1 message=$2; shift 2
-  mpi "$np" "$MPIACCEL" train "${GPT[@]}" "${COMMON[@]}" train.max_steps=1 checkpoint.save_at_end=false "$@" \
-    > err.out 2>&1 && fail "expected an error: $message"
-  expect_contains err.out "$message"
-}
-expect_error 2 "[parallelism] pp_microbatches = 1 with pp_size 2: 1f1b and zb_h1 need at least pp_size microbatches" \
+expect_train_error 2 "[parallelism] pp_microbatches = 1 with pp_size 2: 1f1b and zb_h1 need at least pp_size microbatches" \
   parallelism.pp_size=2
-expect_error 4 "pipeline parallelism: 4 stages (pp_size × pp_virtual_stages) but the model has 2 layers" \
+expect_train_error 4 "pipeline parallelism: 4 stages (pp_size × pp_virtual_stages) but the model has 2 layers" \
   parallelism.pp_size=4 parallelism.pp_schedule=gpipe model.n_layer=2
-expect_error 4 "the model ties a module of its first piece to its last" parallelism.pp_size=2 \
+expect_train_error 4 "the model ties a module of its first piece to its last" parallelism.pp_size=2 \
   parallelism.pp_microbatches=2 "${FSDP[@]}"
-expect_error 4 "strategy zero shards its gradients; use strategy = ddp, or zero with zero.stage = 1" \
+expect_train_error 4 "strategy zero shards its gradients; use strategy = ddp, or zero with zero.stage = 1" \
   parallelism.pp_size=2 parallelism.pp_microbatches=2 distributed.strategy=zero zero.stage=2
 # A middle stage, which holds no tied module, refuses too (rather than wait for the others).
-expect_error 3 "the model ties a module of its first piece to its last" parallelism.pp_size=3 \
+expect_train_error 3 "the model ties a module of its first piece to its last" parallelism.pp_size=3 \
   parallelism.pp_microbatches=3 model.n_layer=3 "${FSDP[@]}"
 mpi 2 "$MPIACCEL" train --config "$SOURCE_DIR/jobs/fashion-mnist-cnn.ini" train.max_steps=1 parallelism.pp_size=2 \
   parallelism.pp_schedule=gpipe logging.progress=off > err.out 2>&1 && fail "a cnn cut into stages"

@@ -35,47 +35,40 @@ FSDP=(distributed.strategy=fsdp fsdp.auto_wrap_policy=TRANSFORMER_BASED_WRAP)
 # parameters differ by up to about 1.2e-5 while the losses agree to 2e-7.
 TOL=(1e-5 5e-5)
 
-run() {  # run NAME NP BATCH MODEL-ARRAY-NAME EXTRA...
-  local name=$1 np=$2 batch=$3 model="$4[@]"; shift 4
-  mpi "$np" "$MPIACCEL" train "${!model}" "${COMMON[@]}" train.batch_size="$batch" "$@" \
-    logging.metrics_file="$name.jsonl" checkpoint.dir="$name.ckpt" > "$name.out" 2>&1 \
-    || { cat "$name.out"; fail "run $name"; }
-}
-
 for m in GPT LLAMA; do
-  run ${m}_np1 1 12 $m
-  run ${m}_tp2 2 12 $m parallelism.tp_size=2
+  train_run ${m}_np1 1 12 $m
+  train_run ${m}_tp2 2 12 $m parallelism.tp_size=2
   expect_contains ${m}_tp2.out "mesh dp_replicate 1 × dp_shard 1 × tp 2 (2 ranks)"
   compare_runs ${m}_np1 ${m}_tp2 1 10 "${TOL[@]}"
-  run ${m}_tp2_shard2 4 6 $m parallelism.tp_size=2 "${FSDP[@]}"
+  train_run ${m}_tp2_shard2 4 6 $m parallelism.tp_size=2 "${FSDP[@]}"
   compare_runs ${m}_np1 ${m}_tp2_shard2 1 10 "${TOL[@]}"
-  run ${m}_tp2_replicate2 4 6 $m parallelism.tp_size=2 parallelism.dp_replicate_size=2
+  train_run ${m}_tp2_replicate2 4 6 $m parallelism.tp_size=2 parallelism.dp_replicate_size=2
   compare_runs ${m}_np1 ${m}_tp2_replicate2 1 10 "${TOL[@]}"
-  run ${m}_tp4 4 12 $m parallelism.tp_size=4
+  train_run ${m}_tp4 4 12 $m parallelism.tp_size=4
   compare_runs ${m}_np1 ${m}_tp4 1 10 "${TOL[@]}"
 done
 
 # Sequence parallelism: norms and dropout on sequence shards.
-run GPT_tp2_sp 2 12 GPT parallelism.tp_size=2 parallelism.sequence_parallel=true
+train_run GPT_tp2_sp 2 12 GPT parallelism.tp_size=2 parallelism.sequence_parallel=true
 compare_runs GPT_np1 GPT_tp2_sp 1 10 "${TOL[@]}"
-run GPT_tp2_shard2_sp 4 6 GPT parallelism.tp_size=2 parallelism.sequence_parallel=true "${FSDP[@]}"
+train_run GPT_tp2_shard2_sp 4 6 GPT parallelism.tp_size=2 parallelism.sequence_parallel=true "${FSDP[@]}"
 compare_runs GPT_np1 GPT_tp2_shard2_sp 1 10 "${TOL[@]}"
-run LLAMA_tp4_sp 4 12 LLAMA parallelism.tp_size=4 parallelism.sequence_parallel=true
+train_run LLAMA_tp4_sp 4 12 LLAMA parallelism.tp_size=4 parallelism.sequence_parallel=true
 compare_runs LLAMA_np1 LLAMA_tp4_sp 1 10 "${TOL[@]}"
-run LLAMA_tp2_sp_recompute 2 6 LLAMA parallelism.tp_size=2 parallelism.sequence_parallel=true \
+train_run LLAMA_tp2_sp_recompute 2 6 LLAMA parallelism.tp_size=2 parallelism.sequence_parallel=true \
   fsdp.activation_checkpointing=true train.grad_accum_steps=2
 compare_runs LLAMA_np1 LLAMA_tp2_sp_recompute 1 10 "${TOL[@]}"
 
 # Dropout: each rank's heads and sequence shard draw from its own stream,
 # which activation checkpointing replays: the recomputing run equals the
 # storing one.
-run GPT_drop 4 6 GPT model.dropout=0.1 parallelism.tp_size=2 parallelism.sequence_parallel=true "${FSDP[@]}"
-run GPT_drop_recompute 4 6 GPT model.dropout=0.1 parallelism.tp_size=2 parallelism.sequence_parallel=true \
+train_run GPT_drop 4 6 GPT model.dropout=0.1 parallelism.tp_size=2 parallelism.sequence_parallel=true "${FSDP[@]}"
+train_run GPT_drop_recompute 4 6 GPT model.dropout=0.1 parallelism.tp_size=2 parallelism.sequence_parallel=true \
   "${FSDP[@]}" fsdp.activation_checkpointing=true
 compare_runs GPT_drop GPT_drop_recompute 1 10 1e-6 1e-6
 # ... and which a checkpoint keeps: stopped at step 5 and resumed in the same
 # mesh, the run is the uninterrupted one, bit for bit.
-run GPT_drop_resumed 4 6 GPT model.dropout=0.1 parallelism.tp_size=2 parallelism.sequence_parallel=true \
+train_run GPT_drop_resumed 4 6 GPT model.dropout=0.1 parallelism.tp_size=2 parallelism.sequence_parallel=true \
   "${FSDP[@]}" train.max_steps=5
 mpi 4 "$MPIACCEL" train "${GPT[@]}" "${COMMON[@]}" train.batch_size=6 model.dropout=0.1 parallelism.tp_size=2 \
   parallelism.sequence_parallel=true "${FSDP[@]}" checkpoint.resume=latest logging.metrics_file=GPT_drop_resumed.jsonl \
@@ -83,18 +76,18 @@ mpi 4 "$MPIACCEL" train "${GPT[@]}" "${COMMON[@]}" train.batch_size=6 model.drop
 compare_runs GPT_drop GPT_drop_resumed 1 10 0 0
 
 for stage in 1 2; do
-  run GPT_tp2_zero$stage 4 6 GPT parallelism.tp_size=2 distributed.strategy=zero zero.stage=$stage
+  train_run GPT_tp2_zero$stage 4 6 GPT parallelism.tp_size=2 distributed.strategy=zero zero.stage=$stage
   compare_runs GPT_np1 GPT_tp2_zero$stage 1 10 "${TOL[@]}"
 done
-run LLAMA_tp2_recompute 4 3 LLAMA parallelism.tp_size=2 "${FSDP[@]}" fsdp.activation_checkpointing=true \
+train_run LLAMA_tp2_recompute 4 3 LLAMA parallelism.tp_size=2 "${FSDP[@]}" fsdp.activation_checkpointing=true \
   train.grad_accum_steps=2
 compare_runs LLAMA_np1 LLAMA_tp2_recompute 1 10 "${TOL[@]}"
-run GPT_np1_bf16 1 12 GPT distributed.mixed_precision=bf16
-run GPT_tp2_bf16 2 12 GPT distributed.mixed_precision=bf16 parallelism.tp_size=2
+train_run GPT_np1_bf16 1 12 GPT distributed.mixed_precision=bf16
+train_run GPT_tp2_bf16 2 12 GPT distributed.mixed_precision=bf16 parallelism.tp_size=2
 compare_runs GPT_np1_bf16 GPT_tp2_bf16 1 10 2e-2
 
 # Checkpoints across meshes: stop at step 5, go on elsewhere to step 10.
-run GPT_half 4 6 GPT parallelism.tp_size=2 "${FSDP[@]}" train.max_steps=5
+train_run GPT_half 4 6 GPT parallelism.tp_size=2 "${FSDP[@]}" train.max_steps=5
 resume() {  # resume NAME FROM NP BATCH EXTRA...
   local name=$1 from=$2 np=$3 batch=$4; shift 4
   cp -r "$from.ckpt" "$name.ckpt"
@@ -107,7 +100,7 @@ resume() {  # resume NAME FROM NP BATCH EXTRA...
 }
 resume GPT_to_tp4 GPT_half 4 12 parallelism.tp_size=4
 resume GPT_to_ddp3 GPT_half 3 4
-run GPT_ddp3_half 3 4 GPT train.max_steps=5
+train_run GPT_ddp3_half 3 4 GPT train.max_steps=5
 resume GPT_ddp3_to_tp2 GPT_ddp3_half 4 6 parallelism.tp_size=2 "${FSDP[@]}"
 
 # Generation from a checkpoint, split over 2 ranks: np 1's tokens.

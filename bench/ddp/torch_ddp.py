@@ -6,7 +6,7 @@ the rendezvous from MASTER_ADDR/MASTER_PORT (run.sh picks a free port).
 
     torch_ddp.py --raw FILE [--round R] [--warmup N] [--iters N]
                  [--optimizer sgd|adamw] [--bucket-cap-mb MB]
-                 [--gradient-as-bucket-view 0|1] [--label NAME] [--comm-hook none|fp16]
+                 [--gradient-as-bucket-view 0|1] [--label NAME] [--comm-hook none|fp16|powersgd] [--powersgd-rank R]
                  [--fused 0|1]
 
 --fused 1 (run.sh's default) steps with the optimizer's fused CPU kernel
@@ -54,9 +54,12 @@ def main():
     parser.add_argument("--fused", type=int, choices=[0, 1], default=0,
                         help="the optimizer's fused kernel (torch >= 2.4)")
     parser.add_argument("--label", default="torch", help="the rows' impl column")
-    parser.add_argument("--comm-hook", choices=["none", "fp16"], default="none",
+    parser.add_argument("--comm-hook", choices=["none", "fp16", "powersgd"], default="none",
                         help="fp16: torch's fp16_compress_hook (all-reduce in fp16; its "
-                             "bf16 hook refuses to run without CUDA)")
+                             "bf16 hook refuses to run without CUDA); powersgd: its powerSGD_hook")
+    parser.add_argument("--powersgd-rank", type=int, default=32,
+                        help="powersgd: matrix_approximation_rank (it starts after 2 steps, "
+                             "the earliest torch allows with error feedback and warm start)")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -68,6 +71,11 @@ def main():
     if args.comm_hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif args.comm_hook == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                            start_powerSGD_iter=2)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     if args.optimizer == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9,
                                     fused=bool(args.fused) or None)

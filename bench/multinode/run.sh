@@ -8,12 +8,15 @@
 #   run.sh BUILD_DIR [OUT_DIR]          (OUT_DIR defaults to BUILD_DIR/bench)
 #
 # For each link (MULTINODE_LINKS, default "1gbit,0.2ms 10gbit,0.05ms") and each
-# layout, 2 hosts x 1 rank and 2 hosts x 2 ranks:
+# layout (MULTINODE_LAYOUTS, default "1x1 1x2 2x1 2x2": hosts x ranks per host):
 #   ours-flat       one MPI all-reduce over all ranks (MPIACCEL_HIERARCHICAL_ALLREDUCE=0)
 #   ours-hier       the hierarchical all-reduce (within the host, across, within)
 #   ours-hier-bf16  the same with bf16 on the wire ([distributed] reduce_dtype)
 #   torch           PyTorch DDP, gloo, fp32
 #   torch-fp16      PyTorch DDP with its fp16 compression hook (16 bits on the wire)
+#   ours-powersgd   PowerSGD at rank MULTINODE_POWERSGD_RANK (32) from step 2
+#                   ([ddp] comm_hook = powersgd), over the flat all-reduce
+#   torch-powersgd  PyTorch DDP with its PowerSGD hook, the same rank, from step 2
 # and, for weak scaling, the same ranks per host on one host alone (ours and
 # torch). Every configuration runs twice, with MULTINODE_ITERS and twice as
 # many timed steps: the difference of the bytes that crossed the hosts' links
@@ -27,6 +30,8 @@ root=$(cd "$here/../.." && pwd)
 build=$(cd "${1:?usage: run.sh BUILD_DIR [OUT_DIR]}" && pwd)
 out=${2:-$build/bench}
 links=${MULTINODE_LINKS:-"1gbit,0.2ms 10gbit,0.05ms"}
+layouts=${MULTINODE_LAYOUTS:-"1x1 1x2 2x1 2x2"}
+powersgd_rank=${MULTINODE_POWERSGD_RANK:-32}
 iters=${MULTINODE_ITERS:-5}
 warmup=${MULTINODE_WARMUP:-2}
 cluster=$root/tools/cluster/cluster
@@ -69,11 +74,14 @@ run_config() {
     ours-flat) cmd=(env MPIACCEL_HIERARCHICAL_ALLREDUCE=0 mpirun "${flags[@]}" "${where[@]}" -np "$np" "$ours" "${common[@]}" --label "$impl") ;;
     ours-hier|ours) cmd=(env MPIACCEL_HIERARCHICAL_ALLREDUCE=1 mpirun "${flags[@]}" "${where[@]}" -np "$np" "$ours" "${common[@]}" --label "$impl") ;;
     ours-hier-bf16) cmd=(env MPIACCEL_HIERARCHICAL_ALLREDUCE=1 mpirun "${flags[@]}" "${where[@]}" -np "$np" "$ours" "${common[@]}" --label "$impl" distributed.reduce_dtype=bf16) ;;
-    torch|torch-fp16)
-      local hook=none
-      [ "$impl" = torch-fp16 ] && hook=fp16
+    ours-powersgd) cmd=(env MPIACCEL_HIERARCHICAL_ALLREDUCE=0 mpirun "${flags[@]}" "${where[@]}" -np "$np" "$ours" "${common[@]}" --label "$impl"
+                        ddp.comm_hook=powersgd ddp.powersgd_rank="$powersgd_rank" ddp.powersgd_start_iter=2) ;;
+    torch|torch-fp16|torch-powersgd)
+      local hook=${impl#torch-}
+      [ "$impl" = torch ] && hook=none
       cmd=(mpirun "${flags[@]}" "${where[@]}" -np "$np" -x MASTER_ADDR=10.77.0.1 -x MASTER_PORT=$((29500 + RANDOM % 1000))
-           -x GLOO_SOCKET_IFNAME=eth0 "$python" "$here/../ddp/torch_ddp.py" "${common[@]}" --label "$impl" --comm-hook "$hook") ;;
+           -x GLOO_SOCKET_IFNAME=eth0 "$python" "$here/../ddp/torch_ddp.py" "${common[@]}" --label "$impl" --comm-hook "$hook"
+           --powersgd-rank "$powersgd_rank") ;;
   esac
   before=$(link_bytes)
   "$cluster" run node1 "${cmd[@]}" > "$tmp.log" 2>&1 || { cat "$tmp.log" >&2; echo "bench/multinode: $impl $layout at $link failed" >&2; rm -f "$tmp" "$tmp.log"; return 1; }
@@ -88,11 +96,11 @@ run_config() {
 status=0
 for link in $links; do
   "$cluster" up --hosts 2 --link "$link" > /dev/null || exit 1
-  for layout in 1x1 1x2 2x1 2x2; do
+  for layout in $layouts; do
     case $layout in
       1x*) impls=(ours torch) ;;
-      2x1) impls=(ours-flat ours-hier-bf16 torch torch-fp16) ;;
-      2x2) impls=(ours-flat ours-hier ours-hier-bf16 torch torch-fp16) ;;
+      2x1) impls=(ours-flat ours-hier-bf16 ours-powersgd torch torch-fp16 torch-powersgd) ;;
+      2x2) impls=(ours-flat ours-hier ours-hier-bf16 ours-powersgd torch torch-fp16 torch-powersgd) ;;
     esac
     for impl in "${impls[@]}"; do
       echo "bench/multinode: $link, $layout, $impl" >&2

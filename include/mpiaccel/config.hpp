@@ -68,6 +68,18 @@ struct DdpConfig {
   bool gradient_as_bucket_view = true;
   bool static_graph = false;
   bool node_shared_params = true;  ///< one parameter copy per node, each rank steps its rows
+  /// How each bucket is reduced (comm_hook.hpp): none (all-reduce) | fp16 |
+  /// bf16 | powersgd | batched_powersgd; Accelerate's spellings no,
+  /// power_sgd, batched_power_sgd too.
+  std::string comm_hook = "none";
+  std::string comm_wrapper = "none";  ///< PowerSGD's own all-reduces in: none | fp16 | bf16
+  int64_t powersgd_rank = 1;
+  int64_t powersgd_start_iter = 1000;
+  double powersgd_min_compression_rate = 2;
+  bool powersgd_error_feedback = true;
+  bool powersgd_warm_start = true;
+  double powersgd_orthogonalization_epsilon = 0;
+  int64_t powersgd_seed = 0;
 };
 
 struct FsdpConfig {

@@ -7,6 +7,7 @@
 #include "mpiaccel/activation_checkpointing.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/comm.hpp"
+#include "mpiaccel/comm_hook.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/config_io.hpp"
 #include "mpiaccel/context_parallel.hpp"

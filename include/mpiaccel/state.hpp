@@ -26,6 +26,10 @@ struct ShardedTensor {
   /// On save: this rank's rows (shape [row_count, global_shape[1:]...]),
   /// contiguous. On load: the destination the rows are copied into.
   at::Tensor local;
+  /// On load: skipped, `local` left as it is, when the checkpoint has no
+  /// tensor of this name and global_shape (state another world size or
+  /// configuration did not save, e.g. a DDP hook's per-rank error feedback).
+  bool optional = false;
 };
 
 struct ShardedStateDict {

@@ -32,6 +32,7 @@ class Optimizer;
 namespace mpiaccel {
 
 class Communicator;
+class CommHook;
 struct Config;
 
 class Strategy {
@@ -47,6 +48,11 @@ class Strategy {
   /// re-points the optimizer at the tensors this rank updates. Collective.
   virtual void prepare(std::shared_ptr<torch::nn::Module> model,
                        std::shared_ptr<torch::optim::Optimizer> optimizer) = 0;
+
+  /// Replaces how gradient buckets are reduced (DDP only; before prepare).
+  /// The default refuses: other strategies reduce-scatter shards, which a
+  /// bucket hook does not describe.
+  virtual void register_comm_hook(std::shared_ptr<CommHook> hook);
 
   /// false inside a no_sync / gradient-accumulation window: the backward that
   /// follows accumulates locally and communicates nothing.

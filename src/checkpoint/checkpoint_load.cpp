@@ -25,6 +25,7 @@
 #include <ATen/core/Tensor.h>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -181,6 +182,19 @@ class SavedTensors {
   std::unordered_map<std::string, const TensorInfo*> by_name_;
 };
 
+// Drops the optional targets the checkpoint has no tensor of that name and
+// shape for (the same decision on every rank: every rank read the same manifest).
+void drop_absent_optional(const SavedTensors& saved, ShardedStateDict& targets) {
+  auto& tensors = targets.tensors;
+  tensors.erase(std::remove_if(tensors.begin(), tensors.end(),
+                               [&](const ShardedTensor& target) {
+                                 if (!target.optional) return false;
+                                 const TensorInfo* found = saved.find(target.name);
+                                 return found == nullptr || found->shape != target.global_shape;
+                               }),
+                tensors.end());
+}
+
 H5Id open_parallel(CollectivePhases& phases, MPI_Comm world, const std::string& path) {
   H5Id fapl = make_parallel_fapl(world);
   H5Id file;
@@ -276,6 +290,7 @@ CheckpointMeta load_checkpoint(MPI_Comm world, Communicator& comm, const std::st
   LoadManifest m = broadcast_manifest(comm, path_or_dir);
   phases.lap("manifest");
   const SavedTensors saved(m.info);
+  drop_absent_optional(saved, targets);
   phases.run([&] {
     for (const auto& target : targets.tensors)
       check_target(m.info, saved.find(target.name), target);

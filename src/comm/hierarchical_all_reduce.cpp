@@ -6,32 +6,55 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "comm/ring_all_reduce.hpp"
 #include "runtime/check_mpi.hpp"
 
 namespace mpiaccel::detail {
 
+namespace {
+
+bool switched_off(const char* variable) {
+  const char* setting = std::getenv(variable);
+  return setting && std::strcmp(setting, "0") == 0;
+}
+
+}  // namespace
+
 std::unique_ptr<NodeTopology> NodeTopology::create(MPI_Comm comm) {
-  const char* setting = std::getenv("MPIACCEL_HIERARCHICAL_ALLREDUCE");
-  const bool allowed = !(setting && std::strcmp(setting, "0") == 0);
   int rank = 0, size = 1;
   MPIACCEL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   MPIACCEL_CHECK_MPI(MPI_Comm_size(comm, &size));
   std::unique_ptr<NodeTopology> topology(new NodeTopology());
+  topology->size_ = size;
   MPIACCEL_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &topology->node_));
   MPIACCEL_CHECK_MPI(MPI_Comm_rank(topology->node_, &topology->local_rank_));
   MPIACCEL_CHECK_MPI(MPI_Comm_size(topology->node_, &topology->local_size_));
-  // Every rank decides alike: the same counts everywhere, more than one node,
-  // more than one rank per node, and nobody switched it off.
-  int sizes[3] = {topology->local_size_, -topology->local_size_, allowed ? 1 : 0};
-  MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sizes, 3, MPI_INT, MPI_MIN, comm));
-  const bool even = sizes[0] == -sizes[1];
-  if (!even || sizes[2] == 0 || topology->local_size_ == 1 || topology->local_size_ == size)
-    return nullptr;  // the destructor frees node_
-  topology->nodes_ = size / topology->local_size_;
-  MPIACCEL_CHECK_MPI(MPI_Comm_split(comm, topology->local_rank_, rank, &topology->cross_));
+  // Every rank decides alike, from the minimum over the ranks of: its node's
+  // size and its negation (equal nodes), and the two switches.
+  int votes[4] = {topology->local_size_, -topology->local_size_, switched_off("MPIACCEL_HIERARCHICAL_ALLREDUCE") ? 0 : 1,
+                  switched_off("MPIACCEL_RING_ALLREDUCE") ? 0 : 1};
+  MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, votes, 4, MPI_INT, MPI_MIN, comm));
+  if (topology->local_size_ == size) return nullptr;  // one node; the destructor frees node_
+  const bool even = votes[0] == -votes[1];
+  topology->hierarchical_ = even && votes[2] == 1 && topology->local_size_ > 1;
+  topology->ring_ = votes[3] == 1;
+  // The ring's messages need a communicator of their own: a duplicate, or
+  // the split across nodes, which nothing else uses.
+  if (topology->hierarchical_)
+    MPIACCEL_CHECK_MPI(MPI_Comm_split(comm, topology->local_rank_, rank, &topology->cross_));
+  else
+    MPIACCEL_CHECK_MPI(MPI_Comm_dup(comm, &topology->cross_));
   return topology;
+}
+
+std::string NodeTopology::describe() const {
+  const std::string across = ring_ ? "the pipelined ring across nodes" : "MPI_Allreduce across nodes";
+  if (!hierarchical_) return "flat over " + std::to_string(size_) + " ranks on several nodes, " + across;
+  return "hierarchical over " + std::to_string(size_ / local_size_) + " nodes x " + std::to_string(local_size_) +
+         " ranks, " + across;
 }
 
 NodeTopology::~NodeTopology() {
@@ -42,8 +65,20 @@ NodeTopology::~NodeTopology() {
   if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
 }
 
+void NodeTopology::all_reduce_across(void* data, int64_t count, int64_t element_bytes, MPI_Datatype type,
+                                     MPI_Op op) const {
+  if (ring_ && count * element_bytes >= kRingMinBytes)
+    ring_all_reduce(data, count, element_bytes, type, op, cross_, kRingSegmentBytes);
+  else
+    MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), type, op, cross_));
+}
+
 void NodeTopology::all_reduce(void* data, int64_t count, int64_t element_bytes, MPI_Datatype type,
                               MPI_Op op) const {
+  if (!hierarchical_) {
+    all_reduce_across(data, count, element_bytes, type, op);
+    return;
+  }
   // Slices of the node's ranks: as even as the count allows, in rank order.
   // MPI counts are int: callers pass at most 2^30 elements at a time.
   std::vector<int> counts(static_cast<size_t>(local_size_)), displacements(counts.size());
@@ -57,7 +92,7 @@ void NodeTopology::all_reduce(void* data, int64_t count, int64_t element_bytes, 
   const int mine = counts[static_cast<size_t>(local_rank_)];
   std::vector<char> slice(static_cast<size_t>(std::max(mine, 1)) * static_cast<size_t>(element_bytes));
   MPIACCEL_CHECK_MPI(MPI_Reduce_scatter(data, slice.data(), counts.data(), type, op, node_));
-  MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, slice.data(), mine, type, op, cross_));
+  all_reduce_across(slice.data(), mine, element_bytes, type, op);
   MPIACCEL_CHECK_MPI(MPI_Allgatherv(slice.data(), mine, type, data, counts.data(),
                                     displacements.data(), type, node_));
 }

@@ -108,16 +108,14 @@ const NodeTopology* MpiCommunicator::hierarchy_for(const at::Tensor& tensor) {
     // deadline names that all-reduce).
     topology_checked_ = true;
     topology_ = NodeTopology::create(comm_);
-    if (topology_ && rank_ == 0)
-      log_debug("all_reduce: hierarchical over " + std::to_string(topology_->nodes()) +
-                " nodes x " + std::to_string(topology_->local_size()) + " ranks");
+    if (topology_ && rank_ == 0) log_debug("all_reduce: " + topology_->describe());
   }
   return topology_.get();
 }
 
 bool MpiCommunicator::hierarchical() const {
   std::lock_guard<std::mutex> lock(topology_mutex_);
-  return topology_ != nullptr;
+  return topology_ && topology_->hierarchical();
 }
 
 WorkHandle MpiCommunicator::reduce_scatter_async(at::Tensor output, at::Tensor input,

@@ -89,7 +89,26 @@ std::vector<KeySpec> build_schema() {
             "gradients are views into the buckets (saves one copy and memory)")
       .flag(MPIACCEL_KEY(P, static_graph), "the set of used parameters never changes")
       .flag(MPIACCEL_KEY(P, node_shared_params),
-            "CPU ranks of one node share one copy of the parameters; each updates its rows");
+            "CPU ranks of one node share one copy of the parameters; each updates its rows")
+      .choice(MPIACCEL_KEY(P, comm_hook),
+              {"none", "no", "fp16", "bf16", "powersgd", "power_sgd", "batched_powersgd", "batched_power_sgd"},
+              "how gradient buckets are reduced: all-reduce, in 16 bits, or PowerSGD's low-rank factors")
+      .choice(MPIACCEL_KEY(P, comm_wrapper), {"none", "no", "fp16", "bf16"},
+              "the dtype of PowerSGD's own all-reduces (none: the gradients' dtype)")
+      .integer(MPIACCEL_KEY(P, powersgd_rank), at_least(1),
+               "rank of PowerSGD's approximation (PyTorch's matrix_approximation_rank)")
+      .integer(MPIACCEL_KEY(P, powersgd_start_iter), at_least(0),
+               "plain all-reduce for this many steps before PowerSGD starts (start_powerSGD_iter)")
+      .real(MPIACCEL_KEY(P, powersgd_min_compression_rate), non_negative(),
+            "compress a gradient only if this many times fewer numbers are sent (min_compression_rate)")
+      .flag(MPIACCEL_KEY(P, powersgd_error_feedback),
+            "add each step's local compression error to the next step's gradient (use_error_feedback)")
+      .flag(MPIACCEL_KEY(P, powersgd_warm_start),
+            "start each step's power iteration from the last step's Q (warm_start)")
+      .real(MPIACCEL_KEY(P, powersgd_orthogonalization_epsilon), non_negative(),
+            "added to each column's norm in Gram-Schmidt (orthogonalization_epsilon)")
+      .integer(MPIACCEL_KEY(P, powersgd_seed), at_least(0),
+               "seed of PowerSGD's initial random Q, the same on every rank (random_seed)");
 
   using F = FsdpConfig;
   rows_of(rows, "fsdp", &Config::fsdp)

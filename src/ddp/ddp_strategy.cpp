@@ -8,6 +8,7 @@
 
 #include "grad_sync/grad_math.hpp"
 #include "mpiaccel/comm.hpp"
+#include "mpiaccel/comm_hook.hpp"
 #include "mpiaccel/ddp.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
@@ -35,7 +36,7 @@ ReducerOptions DdpStrategy::reducer_options(const DdpConfig& config, const Preci
   options.find_unused_parameters = config.find_unused_parameters;
   options.gradient_as_bucket_view = config.gradient_as_bucket_view;
   options.static_graph = config.static_graph;
-  options.reduce_dtype = wire_dtype(precision.reduce_dtype);
+  options.hook = make_comm_hook(config, wire_dtype(precision.reduce_dtype));
   return options;
 }
 
@@ -57,10 +58,19 @@ void DdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
     log_info("DDP: the " + std::to_string(node_shared_->node_size()) + " ranks of each node " +
              "share one copy of the parameters in node-shared memory; each steps its rows "
              "([ddp] node_shared_params)");
-  reducer_ = std::make_unique<Reducer>(std::move(list.params), std::move(list.names), comm_,
-                                       reducer_options(config_, precision_));
+  ReducerOptions options = reducer_options(config_, precision_);
+  if (hook_) options.hook = hook_;
+  if (comm_->rank() == 0 && options.hook->name() != "allreduce")
+    log_info("DDP: gradient buckets go through the " + options.hook->name() + " comm hook");
+  reducer_ = std::make_unique<Reducer>(std::move(list.params), std::move(list.names), comm_, options);
   reducer_->set_gradient_sync(sync_);
   model_ = std::move(model);
+}
+
+void DdpStrategy::register_comm_hook(std::shared_ptr<CommHook> hook) {
+  MPIACCEL_CHECK(hook, "DDP register_comm_hook: no hook");
+  MPIACCEL_CHECK(!reducer_, "DDP register_comm_hook: after prepare(); register the hook before it");
+  hook_ = std::move(hook);
 }
 
 void DdpStrategy::set_gradient_sync(bool enabled) {
@@ -111,33 +121,38 @@ void DdpStrategy::zero_grad(torch::optim::Optimizer& optimizer) {
 
 ShardedStateDict DdpStrategy::state_dict(torch::optim::Optimizer& optimizer) {
   require_prepared("state_dict()");
-  if (!node_shared_)
-    return replicated_state_dict(*model_, optimizer, comm_->rank(), comm_->size(),
-                                 RowOwnership::Spread);
   ShardedStateDict dict;
-  add_model_rows(dict, *model_, comm_->rank(), comm_->size());
-  node_shared_->add_optimizer_state(dict, optimizer);
-  dict.attributes = optimizer_attributes(optimizer);
+  if (!node_shared_) {
+    dict = replicated_state_dict(*model_, optimizer, comm_->rank(), comm_->size(), RowOwnership::Spread);
+  } else {
+    add_model_rows(dict, *model_, comm_->rank(), comm_->size());
+    node_shared_->add_optimizer_state(dict, optimizer);
+    dict.attributes = optimizer_attributes(optimizer);
+  }
+  reducer_->hook().add_state(dict);
   return dict;
 }
 
 ShardedStateDict DdpStrategy::load_targets(torch::optim::Optimizer& optimizer) {
   require_prepared("load_targets()");
+  ShardedStateDict dict;
   if (!node_shared_) {
     pending_load_ = replicated_load_targets(*model_, optimizer);
-    return pending_load_.targets;
+    dict = pending_load_.targets;
+  } else {
+    // Each rank fills its rows of its node's shared parameters and of the optimizer state.
+    add_model_targets(dict, *model_, node_shared_->node_rank(), node_shared_->node_size(),
+                      node_shared_->params());
+    node_shared_->add_optimizer_targets(dict, optimizer);
+    dict.attributes = optimizer_attributes(optimizer);
   }
-  // Each rank fills its rows of its node's shared parameters and of the optimizer state.
-  ShardedStateDict dict;
-  add_model_targets(dict, *model_, node_shared_->node_rank(), node_shared_->node_size(),
-                    node_shared_->params());
-  node_shared_->add_optimizer_targets(dict, optimizer);
-  dict.attributes = optimizer_attributes(optimizer);
+  reducer_->hook().add_load_targets(dict);
   return dict;
 }
 
 void DdpStrategy::finish_load(torch::optim::Optimizer& optimizer) {
   require_prepared("finish_load()");
+  reducer_->hook().finish_load();
   if (node_shared_) {
     node_shared_->finish_load(optimizer);
     return;
@@ -161,7 +176,7 @@ Strategy::MemoryAccount DdpStrategy::memory(torch::optim::Optimizer& optimizer) 
   for (int64_t bytes : reducer_->bucket_sizes()) buckets += bytes;
   // Bucket views ARE the gradients; otherwise .grad tensors come on top. A
   // reduce_dtype cast adds the buckets' wire copies.
-  account.grad_bytes = buckets + reducer_->wire_bytes() +
+  account.grad_bytes = buckets + reducer_->wire_bytes() + reducer_->hook().state_bytes() +
                        (config_.gradient_as_bucket_view ? 0 : grad_bytes(reducer_->grad_params()));
   account.optimizer_bytes = optimizer_state_bytes(optimizer);
   return account;

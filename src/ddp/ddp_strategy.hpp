@@ -23,6 +23,7 @@ class DdpStrategy final : public Strategy {
   std::string name() const override { return "ddp"; }
   void prepare(std::shared_ptr<torch::nn::Module> model,
                std::shared_ptr<torch::optim::Optimizer> optimizer) override;
+  void register_comm_hook(std::shared_ptr<CommHook> hook) override;
   void set_gradient_sync(bool enabled) override;
   bool gradient_sync() const override;
   void after_backward() override;
@@ -40,7 +41,7 @@ class DdpStrategy final : public Strategy {
   /// Whether the parameters live in node-shared memory ([ddp]
   /// node_shared_params, where possible; after prepare).
   bool node_shared() const { return node_shared_ != nullptr; }
-  /// Bytes of the bucket options derived from the config.
+  /// The bucket options derived from the config, with its comm hook.
   static ReducerOptions reducer_options(const DdpConfig& config, const PrecisionPolicy& precision = {});
 
  private:
@@ -50,6 +51,7 @@ class DdpStrategy final : public Strategy {
   PrecisionPolicy precision_;
   std::shared_ptr<Communicator> comm_;
   std::shared_ptr<torch::nn::Module> model_;
+  std::shared_ptr<CommHook> hook_;  // registered by the user; null: [ddp] comm_hook's
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<NodeSharedParams> node_shared_;  // null: every rank its own replica
   bool sync_ = true;

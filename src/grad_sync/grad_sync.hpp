@@ -82,6 +82,8 @@ class GradSync {
 
   /// The tensors whose gradients are synchronized, in index order.
   const std::vector<at::Tensor>& grad_params() const { return params_; }
+  /// Their names, in the same order.
+  const std::vector<std::string>& grad_names() const { return names_; }
   // Read these between backwards (they take no lock).
   /// Parameter indices per bucket, in launch order.
   const std::vector<std::vector<size_t>>& bucket_assignment() const { return buckets_; }

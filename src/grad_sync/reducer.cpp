@@ -11,7 +11,6 @@
 
 #include "mpiaccel/error.hpp"
 #include "grad_sync/grad_math.hpp"
-#include "mpiaccel/precision.hpp"
 #include "runtime/torch_compat.hpp"
 
 namespace mpiaccel::detail {
@@ -86,19 +85,12 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
                  std::shared_ptr<Communicator> comm, ReducerOptions options)
     : GradSync(std::move(params), std::move(names), comm, reducer_sync_options(options)),
       comm_(std::move(comm)),
-      options_(options) {
+      options_(options),
+      hook_(options_.hook ? options_.hook : make_all_reduce_hook()) {
   for (const at::Tensor& p : grad_params()) param_impls_.insert(p.unsafeGetTensorImpl());
   infos_ = grad_infos(grad_params());
   untouched_.assign(infos_.size(), 0);
-  const GradientDivision division = gradient_division(comm_->size(), options_.reduce_dtype);
-  // Full-width wire: the all-reduce averages as it sums (one pass fewer over
-  // every gradient). A 16-bit wire divides before and after instead, so the
-  // sum cannot overflow (docs/precision.md, "Communication in the policy's dtypes").
-  if (division.split) {
-    bucket_op_ = ReduceOp::Sum;
-    pre_scale_ = at::scalar_tensor(division.before, at::kDouble);
-    if (division.after != 1.0) post_scale_ = at::scalar_tensor(division.after, at::kDouble);
-  }
+  hook_->attach(grad_params(), grad_names(), *comm_);
   build_buckets(assign_buckets(infos_, reverse_order(infos_.size()), options_.first_bucket_bytes,
                                options_.bucket_bytes));
   start_hooks();
@@ -106,7 +98,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
 
 Reducer::~Reducer() {
   stop_hooks();
-  for (const Bucket& bucket : buckets_) wait_at_shutdown(bucket.work, "DDP");
+  for (const Bucket& bucket : buckets_) wait_at_shutdown(bucket.work.work, "DDP");
 }
 
 void Reducer::build_buckets(const std::vector<std::vector<size_t>>& assignment) {
@@ -116,7 +108,7 @@ void Reducer::build_buckets(const std::vector<std::vector<size_t>>& assignment) 
   // go into node-shared memory when the communicator offers it: their
   // all-reduce then runs in place through it (docs/comm.md).
   const auto wire_dtype_of = [&](const at::Tensor& first) {
-    return options_.reduce_dtype ? *options_.reduce_dtype : first.scalar_type();
+    return hook_->wire_dtype_for(first.scalar_type()).value_or(first.scalar_type());
   };
   std::vector<int64_t> numels(assignment.size(), 0);
   int64_t shared_bytes = 0;
@@ -131,22 +123,27 @@ void Reducer::build_buckets(const std::vector<std::vector<size_t>>& assignment) 
     const int64_t numel = numels[b];
     const at::Tensor& first = params[assignment[b].front()];
     const auto options = first.options().requires_grad(false);
-    const bool cast = options_.reduce_dtype && *options_.reduce_dtype != first.scalar_type();
+    const auto wire = hook_->wire_dtype_for(first.scalar_type());
+    GradBucket& grads = bucket.grads;
     // Allocated once: a fresh bucket-sized tensor every step would cost an
     // allocation and its page faults on the hot path.
-    if (cast) {
-      bucket.flat = at::zeros({numel}, options);
-      bucket.wire = shared.carve(numel, options.dtype(*options_.reduce_dtype));
+    if (wire) {
+      grads.buffer = at::zeros({numel}, options);
+      grads.wire = shared.carve(numel, options.dtype(*wire));
     } else {
-      bucket.flat = shared.carve(numel, options);
+      grads.buffer = shared.carve(numel, options);
     }
+    grads.index = b;
+    grads.last = b + 1 == assignment.size();
+    grads.params = assignment[b];
+    grads.comm = comm_.get();
     // Views made below the autograd view layer: plain aliases of the bucket
     // memory, not autograd views, so LibTorch's Optimizer::zero_grad() (which
     // calls grad.detach_()) works on them when they are param.grad.
     at::AutoDispatchBelowADInplaceOrView plain_views;
     int64_t offset = 0;
     for (size_t i : assignment[b]) {
-      bucket.views.push_back(bucket.flat.narrow(0, offset, params[i].numel()).view(params[i].sizes()));
+      grads.gradients.push_back(grads.buffer.narrow(0, offset, params[i].numel()).view(params[i].sizes()));
       offset += params[i].numel();
     }
   }
@@ -158,7 +155,7 @@ void Reducer::build_buckets(const std::vector<std::vector<size_t>>& assignment) 
 
 const at::Tensor& Reducer::view_of(size_t i) const {
   const auto [b, s] = place_of(i);
-  return buckets_[b].views[s];
+  return buckets_[b].grads.gradients[s];
 }
 
 void Reducer::bind_to_view(size_t i) {
@@ -177,14 +174,10 @@ void Reducer::on_unsynced_grad(size_t i) {
 void Reducer::stage(size_t i) {
   const at::Tensor& view = view_of(i);
   at::Tensor& grad = grad_params()[i].mutable_grad();
-  const bool divide = pre_scale_.defined();
   if (!grad.defined()) {
     view.zero_();  // used on no rank here: contributes nothing
-  } else if (options_.gradient_as_bucket_view && grad.is_alias_of(view)) {
-    if (divide) view.mul_(pre_scale_);
-  } else {
-    if (divide) at::mul_out(const_cast<at::Tensor&>(view), grad, pre_scale_);
-    else view.copy_(grad);
+  } else if (!options_.gradient_as_bucket_view || !grad.is_alias_of(view)) {
+    view.copy_(grad);
     if (options_.gradient_as_bucket_view) grad = view;
   }
 }
@@ -192,8 +185,7 @@ void Reducer::stage(size_t i) {
 void Reducer::launch(size_t b) {
   Bucket& bucket = buckets_[b];
   bucket.launched = Clock::now();
-  if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);
-  bucket.work = comm_->all_reduce_async(bucket.wire.defined() ? bucket.wire : bucket.flat, bucket_op_);
+  bucket.work = hook_->launch(bucket.grads);
 }
 
 void Reducer::backward_ending() { backward_end_ = Clock::now(); }
@@ -203,15 +195,16 @@ void Reducer::finish_buckets() {
   auto& tracer = Tracer::instance();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bucket = buckets_[b];
-    bucket.work->wait();  // on a GPU: the compute stream waits, the host goes on
-    if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
-    if (post_scale_.defined()) bucket.flat.mul_(post_scale_);
+    // On a GPU: the compute stream waits, the host goes on.
+    if (bucket.work.work) bucket.work.work->wait();
+    if (bucket.work.finish) bucket.work.finish();
+    const WorkHandle& work = bucket.work.work;
     // A device all-reduce may still be running: traced only once known done.
-    if (tracer.enabled() && bucket.work->test())
-      tracer.record("all_reduce bucket " + std::to_string(b), TraceLane::Communication,
-                    bucket.work->started_at(), bucket.work->finished_at());
-    last_works_.emplace_back(bucket.launched, std::move(bucket.work));
-    bucket.work.reset();
+    if (work && tracer.enabled() && work->test())
+      tracer.record(hook_->name() + " bucket " + std::to_string(b), TraceLane::Communication,
+                    work->started_at(), work->finished_at());
+    if (work) last_works_.emplace_back(bucket.launched, work);
+    bucket.work = HookWork{};
   }
 }
 
@@ -285,14 +278,15 @@ bool Reducer::manages(const at::Tensor& param) const {
 
 std::vector<int64_t> Reducer::bucket_sizes() const {
   std::vector<int64_t> out;
-  for (const Bucket& bucket : buckets_) out.push_back(bucket.flat.numel() * bucket.flat.element_size());
+  for (const Bucket& bucket : buckets_)
+    out.push_back(bucket.grads.buffer.numel() * bucket.grads.buffer.element_size());
   return out;
 }
 
 int64_t Reducer::reduced_bytes_per_step() const {
   int64_t bytes = 0;
   for (const Bucket& bucket : buckets_) {
-    const at::Tensor& sent = bucket.wire.defined() ? bucket.wire : bucket.flat;
+    const at::Tensor& sent = bucket.grads.wire.defined() ? bucket.grads.wire : bucket.grads.buffer;
     bytes += sent.numel() * sent.element_size();
   }
   return bytes;
@@ -301,7 +295,7 @@ int64_t Reducer::reduced_bytes_per_step() const {
 int64_t Reducer::wire_bytes() const {
   int64_t bytes = 0;
   for (const Bucket& bucket : buckets_)
-    if (bucket.wire.defined()) bytes += bucket.wire.numel() * bucket.wire.element_size();
+    if (bucket.grads.wire.defined()) bytes += bucket.grads.wire.numel() * bucket.grads.wire.element_size();
   return bytes;
 }
 

@@ -14,15 +14,12 @@
 //   (broadcast, so every rank has the same buckets).
 // - Staging a gradient copies it into its bucket view (with
 //   gradient_as_bucket_view, the default, param.grad IS the view and nothing
-//   is copied). A full bucket is all-reduced with Avg: the division happens
-//   inside the reduction, which costs no pass over memory of its own.
-// - reduce_dtype (mixed precision): a bucket whose dtype differs is cast into
-//   its wire tensor (reduce_dtype, allocated with the bucket) when it
-//   launches, all-reduced in that dtype (half the bytes of fp32 for
-//   bf16/fp16) and cast back into the bucket when backward ends. The division
-//   is then split as FSDP does: by `pre` when staged and by `post` after the
-//   sum (pre·post = world, gradient_divide_factors), so 16-bit summands
-//   neither underflow nor overflow. The optimizer still reads fp32 gradients.
+//   is copied). A full bucket goes to the communication hook
+//   (mpiaccel/comm_hook.hpp): by default an all-reduce with Avg, the division
+//   inside the reduction, no pass over memory of its own. The hook's
+//   wire_dtype_for() decides whether a bucket also gets a wire tensor (fp16 /
+//   bf16 compression), allocated once with the bucket, in node-shared memory
+//   where the ranks share a node.
 // - When backward ends the averaged buckets are written back into param.grad.
 // - find_unused_parameters (MissingGradients::Allow): "used" = the
 //   parameter's hook fired in this backward or earlier in the no_sync window.
@@ -48,6 +45,7 @@
 #include <vector>
 
 #include "mpiaccel/comm.hpp"
+#include "mpiaccel/comm_hook.hpp"
 #include "grad_sync/bucket_layout.hpp"
 #include "grad_sync/grad_sync.hpp"
 
@@ -59,8 +57,8 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = true;
   bool static_graph = false;
-  /// The dtype of the all-reduce; nullopt = each bucket's own dtype.
-  std::optional<at::ScalarType> reduce_dtype;
+  /// How a bucket is reduced; null: all-reduce in the bucket's dtype.
+  std::shared_ptr<CommHook> hook;
 };
 
 class Reducer final : public GradSync {
@@ -96,11 +94,14 @@ class Reducer final : public GradSync {
   // --- introspection (tests, benchmarks, memory accounting)
   /// Bytes of each bucket's flat tensor.
   std::vector<int64_t> bucket_sizes() const;
-  /// Bytes each synchronized backward all-reduces (in reduce_dtype), the
-  /// status vector not included.
+  /// Bytes the buckets' all-reduce sends per synchronized backward (their
+  /// wire tensors where they have them), the status vector not included:
+  /// what a hook that all-reduces each bucket sends.
   int64_t reduced_bytes_per_step() const;
-  /// Bytes of the reduce_dtype copies of the buckets (0 without a cast).
+  /// Bytes of the buckets' wire tensors (0 without a cast).
   int64_t wire_bytes() const;
+  /// The hook the buckets go through.
+  CommHook& hook() { return *hook_; }
   bool buckets_rebuilt() const;
   /// Timings of the buckets of the last synchronized backward. On a GPU the
   /// all-reduces may still run after backward returns: a bucket's started
@@ -114,10 +115,8 @@ class Reducer final : public GradSync {
 
  private:
   struct Bucket {
-    at::Tensor flat;
-    at::Tensor wire;  // flat's copy in reduce_dtype for the all-reduce; undefined without a cast
-    std::vector<at::Tensor> views;  // one per parameter, in bucket_params order
-    WorkHandle work;
+    GradBucket grads;  // buffer: the flat gradients; wire: the hook's wire tensor, if any
+    HookWork work;     // from the hook's launch(), until finish_buckets
     Clock::time_point launched;
   };
 
@@ -139,9 +138,7 @@ class Reducer final : public GradSync {
   std::shared_ptr<Communicator> comm_;
   ReducerOptions options_;
   std::vector<GradInfo> infos_;
-  ReduceOp bucket_op_ = ReduceOp::Avg;  // Sum when a 16-bit wire splits the division
-  at::Tensor pre_scale_;   // 0-d double, split division only: applied when staged
-  at::Tensor post_scale_;  // 0-d double, split division only: applied after the sum; undefined = none
+  std::shared_ptr<CommHook> hook_;
 
   std::vector<Bucket> buckets_;
   std::vector<char> untouched_;  // no gradient since zero_grad(), per parameter

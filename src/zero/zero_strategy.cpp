@@ -13,6 +13,7 @@
 
 #include "grad_sync/grad_math.hpp"
 #include "mpiaccel/comm.hpp"
+#include "mpiaccel/comm_hook.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/optim.hpp"
 #include "mpiaccel/zero.hpp"
@@ -96,7 +97,7 @@ void ZeroStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
     options.bucket_bytes = reduce_bytes;
     // .grad IS the bucket view: full gradients are held once (4Ψ in fp32), not twice.
     options.gradient_as_bucket_view = true;
-    options.reduce_dtype = reduce_dtype_;
+    options.hook = make_all_reduce_hook(reduce_dtype_);
     all_reducer_ = std::make_unique<Reducer>(sharded_.params, sharded_.names, comm_, options);
     grad_sync_ = all_reducer_.get();
   } else {

@@ -5,7 +5,7 @@
 # each example under examples/ with find_package(mpiaccel) against that
 # prefix alone, and run them: run_main's failure contract; custom_loop,
 # custom_trainer and fsdp_own_model learn and reproduce np 1 at np 2 and 3
-# within 1e-5, tp_own_model at tp 2 and tp 2 × dp_shard 2, pp_own_model at pp 2 (1f1b, zb_h1) and pp 2 × dp 2; custom_trainer is pre-empted and resumes exactly.
+# within 1e-5, tp_own_model at tp 2 and tp 2 × dp_shard 2, pp_own_model at pp 2 (1f1b, zb_h1) and pp 2 × dp 2; custom_trainer is pre-empted and resumes exactly; comm_hook (a top-k hook of the user's own) learns at np 2.
 source "$(dirname "$0")/lib.sh" "$1"
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -84,7 +84,7 @@ build_example() {  # build_example NAME
   cmake --build "ex_$1" -j 2 > "ex_$1.build" 2>&1 || { cat "ex_$1.build"; fail "building example $1"; }
   ! grep -q "warning:" "ex_$1.build" || { grep "warning:" "ex_$1.build"; fail "example $1 builds with warnings"; }
 }
-for ex in custom_loop custom_trainer fsdp_own_model tp_own_model pp_own_model; do build_example "$ex"; done
+for ex in custom_loop custom_trainer fsdp_own_model tp_own_model pp_own_model comm_hook; do build_example "$ex"; done
 
 # Losses of two runs, step by step, within 1e-5 relative; the mean of the
 # last five logged losses below `learned` times that of the first five.
@@ -163,6 +163,21 @@ assert max(got) == 300 and min(got) <= saved < max(got), (saved, sorted(got))
 for step, loss in got.items():
     assert abs(loss - straight[step]) <= 1e-12 * abs(straight[step]), (step, loss, straight[step])
 print(f"custom_trainer pre-empted after step {saved}; the resumed losses equal the uninterrupted run's")
+PY
+
+# comm_hook: a top-k hook of the user's own, on DDP at np 2: it sends a tenth
+# of the gradients and still learns (error feedback keeps what it held back).
+mpi 2 ex_comm_hook/comm_hook distributed.strategy=ddp train.batch_size=12 train.max_steps=120 \
+  checkpoint.dir=hook_np2 > hook_np2.out 2>&1 || { cat hook_np2.out; fail "comm_hook np 2"; }
+expect_contains hook_np2.out "top-k hook: sent"
+/usr/bin/python3 - hook_np2.out <<'PY' || fail "comm_hook did not learn"
+import re, sys
+text = open(sys.argv[1]).read()
+loss = [float(m) for m in re.findall(r"^step \d+ loss (\S+)$", text, re.M)]
+sent, whole = map(int, re.search(r"sent (\d+) of (\d+)", text).groups())
+print(f"comm_hook: loss {sum(loss[:5]) / 5:.4f} -> {sum(loss[-5:]) / 5:.4f}, sent {sent} of {whole}")
+assert sum(loss[-5:]) < 0.5 * sum(loss[:5]), loss
+assert 0 < sent <= 0.11 * whole, (sent, whole)
 PY
 
 # fsdp_own_model: FSDP units and activation checkpointing, np 1, 2, 3.

@@ -230,7 +230,9 @@ BOOST_AUTO_TEST_CASE(set_and_get_errors) {
   } catch (const ConfigError& e) {
     BOOST_TEST(e.message() == "get 'ddp.bucket': [ddp] bucket: unknown key; accepted: "
                               "bucket_cap_mb, find_unused_parameters, gradient_as_bucket_view, "
-                              "static_graph, node_shared_params");
+                              "static_graph, node_shared_params, comm_hook, comm_wrapper, powersgd_rank, powersgd_start_iter, "
+                           "powersgd_min_compression_rate, powersgd_error_feedback, powersgd_warm_start, "
+                           "powersgd_orthogonalization_epsilon, powersgd_seed");
   }
   try {
     c.get("lr");

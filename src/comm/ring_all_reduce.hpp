@@ -1,0 +1,29 @@
+#pragma once
+// Internal: the pipelined ring all-reduce for large buffers across nodes
+// (docs/comm.md, "Across nodes: the pipelined ring").
+//
+// A reduce-scatter then an all-gather around the ring of the communicator's
+// ranks (p − 1 steps each: every rank sends 2(p − 1)/p of the buffer, the
+// least any all-reduce can). Each step's chunk travels in segments; a
+// segment is reduced as soon as it has arrived and is at once sent on, as
+// the next step's, while the rest of its chunk is still on the wire. So the
+// link never waits for a whole chunk's reduction, and sending and receiving
+// run at once on a full-duplex link.
+
+#include <mpi.h>
+
+#include <cstdint>
+
+namespace mpiaccel::detail {
+
+/// In place over `count` elements of `data`, on the calling thread.
+/// Collective over `comm`, which no other traffic may use meanwhile (its own
+/// duplicate). `op` must be commutative (sum, min, max).
+void ring_all_reduce(void* data, int64_t count, int64_t element_bytes, MPI_Datatype type, MPI_Op op,
+                     MPI_Comm comm, int64_t segment_bytes);
+
+/// Segments of this size keep a 1–10 Gbit/s link busy while the one before
+/// is reduced, and the number of messages small.
+constexpr int64_t kRingSegmentBytes = int64_t{1} << 20;
+
+}  // namespace mpiaccel::detail

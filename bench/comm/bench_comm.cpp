@@ -1,7 +1,10 @@
 // Bus bandwidth of the MPI communicator against raw MPI, measured in the same
 // run, interleaved.
 //
-//   bench_comm [CSV_PATH] [MAX_BYTES]
+//   bench_comm [CSV_PATH] [MAX_BYTES] [all_reduce]
+//
+// (A third argument, all_reduce, measures that op alone: bench/multinode's
+// all-reduce between hosts, where every call crosses a slow link.)
 //
 // For each op (all_reduce, reduce_scatter, all_gather) and size (4 KiB to
 // 256 MiB, x4), three ways of running it, interleaved in the same run:
@@ -111,6 +114,7 @@ int main(int argc, char** argv) {
   mpiaccel::Runtime runtime(&argc, &argv);
   const std::string csv_path = argc > 1 ? argv[1] : "bench_comm.csv";
   const int64_t max_bytes = argc > 2 ? std::atoll(argv[2]) : (int64_t{256} << 20);
+  const bool all_reduce_only = argc > 3 && std::string(argv[3]) == "all_reduce";
   auto comm = mpiaccel::make_mpi_world(runtime, std::chrono::seconds(600));
   MPI_Comm raw = MPI_COMM_NULL;
   MPIACCEL_CHECK_MPI(MPI_Comm_dup(mpiaccel::detail::RuntimeAccess::world(runtime), &raw));
@@ -142,6 +146,7 @@ int main(int argc, char** argv) {
           }));
     };
     measure_all_reduce("all_reduce", full);
+    if (all_reduce_only) continue;
     if (shared_region.defined())
       measure_all_reduce("all_reduce_shm",
                          at::from_blob(shared_region.data_ptr(), {count}, at::kFloat).zero_());

@@ -99,6 +99,7 @@ struct FsdpConfig {
   bool cpu_ram_efficient_loading = true;
   bool activation_checkpointing = false;
   std::string state_dict_type = "SHARDED_STATE_DICT";  ///< | FULL_STATE_DICT
+  bool quantized_weights = false;  ///< ZeRO++ qwZ: parameters all-gathered in int8 with block scales
 };
 
 struct ZeroConfig {
@@ -107,6 +108,7 @@ struct ZeroConfig {
   std::string offload_param = "none";         ///< none | cpu
   double reduce_bucket_mb = 25;
   double allgather_bucket_mb = 25;
+  bool quantized_weights = false;  ///< stage 3: ZeRO++ qwZ (int8 all-gather of parameters)
 };
 
 struct OptimizerConfig {

@@ -1,4 +1,5 @@
 #include <memory>
+#include <string>
 
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/config.hpp"
@@ -10,9 +11,21 @@
 #include "mpiaccel/zero.hpp"
 
 namespace mpiaccel {
+namespace {
+
+// A [ddp] comm_hook under a sharding strategy would be ignored: refused instead.
+void check_comm_hook_applies(const Config& config, StrategyKind kind) {
+  const std::string& hook = config.ddp.comm_hook;
+  if (hook == "none" || hook == "no" || kind == StrategyKind::Ddp || kind == StrategyKind::NoDist) return;
+  MPIACCEL_THROW("[ddp] comm_hook = " + hook + " reduces DDP's gradient buckets, but [distributed] strategy = " +
+                 config.distributed.strategy + " reduce-scatters shards: set strategy = ddp, or comm_hook = none");
+}
+
+}  // namespace
 
 std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Communicator> comm) {
   const PrecisionPolicy precision = PrecisionPolicy::from_config(config.distributed);
+  check_comm_hook_applies(config, strategy_kind(config));
   switch (strategy_kind(config)) {
     case StrategyKind::NoDist:
       MPIACCEL_CHECK(comm->size() == 1,
@@ -29,6 +42,10 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Co
       return make_ddp_strategy(config.ddp, std::move(comm), precision);
     case StrategyKind::Zero1:
     case StrategyKind::Zero2:
+      MPIACCEL_CHECK(!config.zero.quantized_weights,
+                     "[zero] quantized_weights (ZeRO++ qwZ) quantizes stage 3's parameter all-gathers; stage " +
+                         std::to_string(config.zero.stage) + " gathers none in forward: set stage = 3, or "
+                         "quantized_weights = false");
       return make_zero_strategy(config.zero, std::move(comm), precision);
     case StrategyKind::Fsdp:
       return make_fsdp_strategy(config.fsdp, std::move(comm), "fsdp", precision);
@@ -38,6 +55,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Co
       full_shard.sharding_strategy = "FULL_SHARD";
       full_shard.reshard_after_forward = true;
       full_shard.cpu_offload = config.zero.offload_param == "cpu";
+      full_shard.quantized_weights = config.fsdp.quantized_weights || config.zero.quantized_weights;
       return make_fsdp_strategy(full_shard, std::move(comm), "zero3", precision);
     }
   }

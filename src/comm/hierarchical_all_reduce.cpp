@@ -40,7 +40,11 @@ std::unique_ptr<NodeTopology> NodeTopology::create(MPI_Comm comm) {
   if (topology->local_size_ == size) return nullptr;  // one node; the destructor frees node_
   const bool even = votes[0] == -votes[1];
   topology->hierarchical_ = even && votes[2] == 1 && topology->local_size_ > 1;
-  topology->ring_ = votes[3] == 1;
+  // The ring pays where each of its links crosses nodes: across the nodes of
+  // a hierarchy, or one rank per node. A flat ring over several ranks per
+  // node would cross the network more often than Open MPI's algorithms do.
+  const bool one_per_node = -votes[1] == 1;
+  topology->ring_ = votes[3] == 1 && (topology->hierarchical_ || one_per_node);
   // The ring's messages need a communicator of their own: a duplicate, or
   // the split across nodes, which nothing else uses.
   if (topology->hierarchical_)

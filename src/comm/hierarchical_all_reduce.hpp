@@ -11,7 +11,9 @@
 //   3. all-gather within the node.
 // Otherwise (one rank per node, uneven nodes, or the hierarchy switched off)
 // step 2 alone, over every rank. Step 2 is the pipelined ring
-// (ring_all_reduce.hpp) for large slices, MPI_Allreduce for small ones.
+// (ring_all_reduce.hpp) for large slices where every link of the ring
+// crosses nodes (across a hierarchy's nodes, or one rank per node), else
+// MPI_Allreduce.
 
 #include <mpi.h>
 

@@ -29,9 +29,10 @@ HookWork average_async(Communicator& comm, const at::Tensor& values, const at::T
   else const_cast<at::Tensor&>(values).mul_(before);
   result.work = comm.all_reduce_async(sent, ReduceOp::Sum);
   result.finish = [values, sent, after] {
+    // Widened first, then divided in the values' dtype (a 16-bit product would round again).
     at::Tensor out = values;
-    if (after != 1.0) at::mul_out(out, sent, at::scalar_tensor(after, at::kDouble));
-    else if (!out.is_same(sent)) out.copy_(sent);
+    if (!out.is_same(sent)) out.copy_(sent);
+    if (after != 1.0) out.mul_(after);
   };
   return result;
 }

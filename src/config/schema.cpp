@@ -136,7 +136,9 @@ std::vector<KeySpec> build_schema() {
             "only rank 0 materialises full weights; the others receive their shard")
       .flag(MPIACCEL_KEY(F, activation_checkpointing), "recompute unit activations in backward")
       .choice(MPIACCEL_KEY(F, state_dict_type), {"SHARDED_STATE_DICT", "FULL_STATE_DICT"},
-              "checkpoint layout: each rank's shards, or consolidated tensors");
+              "checkpoint layout: each rank's shards, or consolidated tensors")
+      .flag(MPIACCEL_KEY(F, quantized_weights),
+            "ZeRO++ qwZ: all-gather parameters in int8 with a scale per 256 values (a quarter of fp32's bytes)");
 
   using Z = ZeroConfig;
   rows_of(rows, "zero", &Config::zero)
@@ -147,7 +149,9 @@ std::vector<KeySpec> build_schema() {
       .choice(MPIACCEL_KEY(Z, offload_param), {"none", "cpu"},
               "where stage-3 parameter shards live")
       .real(MPIACCEL_KEY(Z, reduce_bucket_mb), positive(), "reduce-scatter bucket size in MiB")
-      .real(MPIACCEL_KEY(Z, allgather_bucket_mb), positive(), "all-gather bucket size in MiB");
+      .real(MPIACCEL_KEY(Z, allgather_bucket_mb), positive(), "all-gather bucket size in MiB")
+      .flag(MPIACCEL_KEY(Z, quantized_weights),
+            "stage 3: ZeRO++ qwZ, parameters all-gathered in int8 with a scale per 256 values");
 
   using O = OptimizerConfig;
   rows_of(rows, "optimizer", &Config::optimizer)

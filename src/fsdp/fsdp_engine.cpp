@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "fsdp/param_storage.hpp"
+#include "fsdp/quantized_gather.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/precision.hpp"
 
@@ -85,6 +86,10 @@ FsdpEngine::~FsdpEngine() {
 // ---------------------------------------------------------------- gathering
 
 void FsdpEngine::launch_gather(FsdpUnit& u, bool exact) {
+  if (!exact && options_.quantized_weights) {
+    launch_quantized_gather(u);
+    return;
+  }
   const int parts = u.layout.parts();
   const int64_t block = u.layout.block();
   const int64_t stride = block + kTag;
@@ -105,12 +110,30 @@ void FsdpEngine::launch_gather(FsdpUnit& u, bool exact) {
   u.gather_buffer = buffer;
 }
 
+// ZeRO++ qwZ: this rank's block as int8 with per-group scales, the tag beside them.
+void FsdpEngine::launch_quantized_gather(FsdpUnit& u) {
+  const QuantizedBlock layout = quantized_block(u.layout.block(), kTag);
+  at::Tensor buffer = at::empty({u.layout.parts() * layout.stride}, u.full_options.dtype(at::kByte));
+  at::Tensor own = buffer.narrow(0, comms_.gather->rank() * layout.stride, layout.stride);
+  const int64_t tag = static_cast<int64_t>(u.index) + 1;
+  const at::Tensor tags =
+      at::tensor({static_cast<float>(tag % kTagBase), static_cast<float>(tag / kTagBase)}).to(buffer.device());
+  quantize_block(u.local, tags, layout, own);
+  u.gather_work = comms_.gather->all_gather_async(buffer, own);
+  u.gather_buffer = buffer;
+  u.gather_quantized = true;
+}
+
 at::Tensor FsdpEngine::finish_gather_buffer(FsdpUnit& u) {
   WorkHandle work = std::move(u.gather_work);
   at::Tensor buffer = std::move(u.gather_buffer);
   u.gather_work.reset();
   u.gather_buffer = at::Tensor();
   work->wait();
+  if (u.gather_quantized) {
+    u.gather_quantized = false;
+    buffer = dequantize_blocks(buffer, quantized_block(u.layout.block(), kTag), u.layout.parts(), u.full_options);
+  }
   const int64_t block = u.layout.block();
   const at::Tensor tags = buffer.view({u.layout.parts(), block + kTag}).narrow(1, block, kTag);
   if (!has_streams(buffer.device())) {
@@ -195,7 +218,7 @@ std::vector<at::Tensor> FsdpEngine::gather_copy(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
   FsdpUnit& u = units_.at(index);
   // A copy must be exact (state dicts): a param_dtype prefetch will not do.
-  if (u.gather_work && options_.gather_dtype) finish_gather_buffer(u);
+  if (u.gather_work && (options_.gather_dtype || u.gather_quantized)) finish_gather_buffer(u);
   if (!u.gather_work) launch_gather(u, true);
   const at::Tensor buffer = finish_gather_buffer(u);
   check_landed_tags(/*wait=*/true);

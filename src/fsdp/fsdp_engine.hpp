@@ -51,6 +51,9 @@ struct FsdpOptions {
   /// parameters and sharded gradients keep the parameters' dtype.
   std::optional<at::ScalarType> gather_dtype;
   std::optional<at::ScalarType> reduce_dtype;
+  /// ZeRO++ qwZ: forward's and backward's all-gathers in int8 with block
+  /// scales (fsdp/quantized_gather.hpp); gather_dtype then does not apply.
+  bool quantized_weights = false;
 };
 
 struct FsdpComms {
@@ -92,6 +95,7 @@ class FsdpEngine final : public UnitInterceptor, public GradSync {
  private:
   /// `exact`: gather in the parameters' own dtype even under mixed precision.
   void launch_gather(FsdpUnit& unit, bool exact = false);
+  void launch_quantized_gather(FsdpUnit& unit);
   at::Tensor finish_gather_buffer(FsdpUnit& unit);
   /// Throws on every rank of the group if the gathered unit tags (`tags`:
   /// parts x 2 digits, on the host) name another unit than `unit`.

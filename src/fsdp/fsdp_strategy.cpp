@@ -53,6 +53,7 @@ FsdpOptions options_from(const FsdpConfig& config) {
   // [fsdp] activation_checkpointing is installed by the Accelerator around
   // FSDP's own unit interceptor (src/recompute), not here.
   FsdpOptions options;
+  options.quantized_weights = config.quantized_weights;
   // SHARD_GRAD_OP is FSDP1's name for keeping parameters from forward to backward.
   options.reshard_after_forward = sharding != "SHARD_GRAD_OP" && config.reshard_after_forward;
   options.forward_prefetch = config.forward_prefetch;
@@ -147,6 +148,8 @@ void FsdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
   if (has_units) has_units->units().set_interceptor(engine_.get());
   model_ = std::move(model);
   if (comm_->rank() == 0) log_info(describe_units(engine_->units(), shard_ranks));
+  if (comm_->rank() == 0 && options_.quantized_weights)
+    log_info(name_ + ": parameters all-gathered in int8 with a scale per 256 values (ZeRO++ qwZ)");
 }
 
 void FsdpStrategy::set_gradient_sync(bool enabled) {

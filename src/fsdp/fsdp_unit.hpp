@@ -46,6 +46,7 @@ struct FsdpUnit {
   bool gathered = true;   ///< full parameters hold data
   WorkHandle gather_work; ///< an all-gather in flight (prefetch)
   at::Tensor gather_buffer;
+  bool gather_quantized = false;  ///< gather_buffer holds int8 blocks (ZeRO++ qwZ)
 
   // Backward bookkeeping, reset at the end of each backward.
   WorkHandle reduce_work;

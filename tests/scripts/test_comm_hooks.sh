@@ -75,4 +75,6 @@ for o in $options; do grep -qF "$o" "$SOURCE_DIR/docs/ddp.md" || fail "PowerSGDS
 expect_train_error 2 "comm_wrapper = bf16 wraps PowerSGD's all-reduces" ddp.comm_wrapper=bf16
 expect_train_error 2 "reduce_dtype is bf16" ddp.comm_hook=fp16 distributed.mixed_precision=bf16
 expect_train_error 2 "powersgd_rank" ddp.comm_hook=powersgd ddp.powersgd_rank=0
+expect_train_error 2 "reduces DDP's gradient buckets, but [distributed] strategy = fsdp" ddp.comm_hook=powersgd \
+  distributed.strategy=fsdp
 echo PASS

@@ -324,8 +324,9 @@ BOOST_AUTO_TEST_CASE(refused_keys_say_why_and_where) {
                  "a.yaml:2: main_proces_ip = \"10.0.0.1\": not a key mpiaccel knows") == 0);
   BOOST_TEST(error_of({{"a.yaml", "num_processes: four\n"}}) ==
              "a.yaml:1: num_processes = \"four\": not an integer; accepted: a whole number");
-  BOOST_TEST(error_of({{"ds.json", "{\n  \"zero_optimization\": {\"stage\": 2,\n \"zero_quantized_weights\": true}}"}}) ==
-             "ds.json:3: zero_optimization.zero_quantized_weights = true: ZeRO++ is not in mpiaccel yet");
+  BOOST_TEST(error_of({{"ds.json", "{\n  \"zero_optimization\": {\"stage\": 3,\n \"zero_quantized_gradients\": true}}"}}) ==
+             "ds.json:3: zero_optimization.zero_quantized_gradients = true: ZeRO++'s quantized gradients (qgZ) are "
+             "not in mpiaccel yet");
   BOOST_TEST(error_of({{"a.yaml", "num_processes: 0\n"}}).find("a.yaml:1: num_processes gives [launch] num_processes") ==
              0);
 }

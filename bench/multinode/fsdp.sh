@@ -13,7 +13,7 @@
 # --n-embd 384 --n-head 6": 7.2M parameters, 29 MB in fp32, so a 1 Gbit/s
 # step is a few tenths of a second), MULTINODE_WARMUP (2), MULTINODE_ITERS (5).
 # Needs root; a cluster of your own must be down. Writes
-# OUT_DIR/multinode_fsdp_raw.csv (bench/fsdp's columns plus link and layout)
+# OUT_DIR/multinode_fsdp.csv (label, ranks, median step ms, link, layout)
 # and prints the table: the median step and ours over FSDP2.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -36,8 +36,8 @@ python=${MULTINODE_PYTHON:-$root/.venv/bin/python}
 trap '"$cluster" down > /dev/null 2>&1' EXIT
 
 mkdir -p "$out"
-raw=$out/multinode_fsdp_raw.csv
-rm -f "$raw"
+raw=$out/multinode_fsdp.csv
+echo "label,ranks,step_ms,link,layout" > "$raw"
 flags=(--oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
 [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
 FSDP=(distributed.strategy=fsdp fsdp.auto_wrap_policy=TRANSFORMER_BASED_WRAP fsdp.transformer_layer_cls_to_wrap=DecoderLayer)
@@ -56,10 +56,15 @@ run_config() {  # LINK LAYOUT IMPL
     torch-fsdp2) cmd=(mpirun "${flags[@]}" "${where[@]}" -np "$np" -x MASTER_ADDR=10.77.0.1 -x MASTER_PORT=$((29500 + RANDOM % 1000))
                       -x GLOO_SOCKET_IFNAME=eth0 "$python" "$root/bench/fsdp/torch_peer.py" --strategy fsdp "${args[@]}") ;;
   esac
-  "$cluster" run node1 "${cmd[@]}" > "$tmp.log" 2>&1 || { cat "$tmp.log" >&2; echo "bench/multinode: $impl $layout at $link failed" >&2; return 1; }
-  local label=${link/,//}
-  [ -s "$raw" ] || sed -n '1s|$|,link,layout|p' "$tmp" > "$raw"
-  sed -n "2,\$s|\$|,$label,$layout|p" "$tmp" >> "$raw"
+  local exit_status=0
+  "$cluster" run node1 "${cmd[@]}" > "$tmp.log" 2>&1 || exit_status=$?
+  # A row written is a measurement made: torch's peer can abort in its
+  # teardown after writing it ("terminate called without an active exception").
+  if [ ! -s "$tmp" ]; then
+    cat "$tmp.log" >&2; echo "bench/multinode: $impl $layout at $link failed" >&2; rm -f "$tmp.log"; return 1
+  fi
+  [ "$exit_status" = 0 ] || echo "bench/multinode: $impl $layout at $link exited $exit_status after its measurement" >&2
+  awk -F, -v l="${link/,//}" -v y="$layout" 'NR > 1 { print $1 "," $3 "," $5 "," l "," y }' "$tmp" >> "$raw"
   rm -f "$tmp" "$tmp.log"
 }
 

@@ -66,7 +66,7 @@ struct HookWork {
 class CommHook {
  public:
   virtual ~CommHook() = default;
-  /// For logs and checkpoint names: "allreduce", "bf16", "powersgd", ...
+  /// For logs, traces and checkpoint names: "all_reduce", "bf16", "powersgd", ...
   virtual std::string name() const = 0;
   /// Once, before the first bucket: every parameter the reducer reduces, and
   /// their names (fully qualified). Same list on every rank.

@@ -23,6 +23,13 @@
 
 namespace mpiaccel::detail {
 
+/// Tensors smaller than this go flat: three latency-bound calls instead of
+/// one would cost more than the bytes they save.
+constexpr int64_t kHierarchicalMinBytes = int64_t{64} << 10;
+/// Slices smaller than this cross the nodes by MPI_Allreduce: the ring's
+/// 2(p − 1) latency-bound steps would cost more than its pipelining saves.
+constexpr int64_t kRingMinBytes = int64_t{1} << 20;
+
 /// The sub-communicators of an all-reduce across nodes. Owns them.
 class NodeTopology {
  public:
@@ -42,6 +49,11 @@ class NodeTopology {
 
   bool hierarchical() const { return hierarchical_; }
   bool ring() const { return ring_; }
+  /// Whether a reduce-scatter or all-gather of `bytes` over the whole
+  /// communicator goes around the ring (one rank per node): then over
+  /// ring_comm(), which nothing else uses.
+  bool rings_whole(int64_t bytes) const { return ring_ && !hierarchical_ && bytes >= kRingMinBytes; }
+  MPI_Comm ring_comm() const { return cross_; }
   int local_size() const { return local_size_; }
   /// For the log: "hierarchical over 2 nodes x 2 ranks, ring across".
   std::string describe() const;
@@ -57,11 +69,5 @@ class NodeTopology {
   int local_rank_ = 0, local_size_ = 1, size_ = 1;
 };
 
-/// Tensors smaller than this go flat: three latency-bound calls instead of
-/// one would cost more than the bytes they save.
-constexpr int64_t kHierarchicalMinBytes = int64_t{64} << 10;
-/// Slices smaller than this cross the nodes by MPI_Allreduce: the ring's
-/// 2(p − 1) latency-bound steps would cost more than its pipelining saves.
-constexpr int64_t kRingMinBytes = int64_t{1} << 20;
 
 }  // namespace mpiaccel::detail

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "comm/hierarchical_all_reduce.hpp"
+#include "comm/ring_all_reduce.hpp"
 #include "comm/mpi_handle.hpp"
 #include "comm/mpi_types.hpp"
 #include "comm/shm_block.hpp"
@@ -131,10 +132,14 @@ WorkHandle MpiCommunicator::reduce_scatter_async(at::Tensor output, at::Tensor i
   const MPI_Op mpi_op = mpi_reduce_op(op, input.scalar_type());
   return thread_->enqueue(
       name, describe_op(name, input),
-      [comm = comm_, size = size_, output, input, type, mpi_op, op] {
-        MPIACCEL_CHECK_MPI(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(),
-                                                    static_cast<int>(output.numel()), type,
-                                                    mpi_op, comm));
+      [this, comm = comm_, size = size_, output, input, type, mpi_op, op] {
+        const NodeTopology* topology = hierarchy_for(input);
+        if (topology && topology->rings_whole(input.numel() * input.element_size()))
+          ring_reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), input.element_size(), type,
+                              mpi_op, topology->ring_comm(), kRingSegmentBytes);
+        else
+          MPIACCEL_CHECK_MPI(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(),
+                                                      static_cast<int>(output.numel()), type, mpi_op, comm));
         if (op == ReduceOp::Avg && size > 1) output.div_(size);
       });
 }
@@ -148,13 +153,17 @@ WorkHandle MpiCommunicator::all_gather_async(at::Tensor output, at::Tensor input
   check_int_count(input.numel(), name, "the input");
   const MPI_Datatype type = mpi_datatype(input.scalar_type());
   const bool in_place = is_own_block(output, input, input.numel() * rank_);
-  return thread_->enqueue(name, describe_op(name, output),
-                          [comm = comm_, output, input, type, in_place] {
-                            const int count = static_cast<int>(input.numel());
-                            MPIACCEL_CHECK_MPI(MPI_Allgather(
-                                in_place ? MPI_IN_PLACE : input.data_ptr(), count, type,
-                                output.data_ptr(), count, type, comm));
-                          });
+  return thread_->enqueue(name, describe_op(name, output), [this, comm = comm_, output, input, type, in_place] {
+    const NodeTopology* topology = hierarchy_for(output);
+    if (topology && topology->rings_whole(output.numel() * output.element_size())) {
+      ring_all_gather(input.data_ptr(), output.data_ptr(), input.numel(), input.element_size(), type,
+                      topology->ring_comm(), kRingSegmentBytes);
+      return;
+    }
+    const int count = static_cast<int>(input.numel());
+    MPIACCEL_CHECK_MPI(MPI_Allgather(in_place ? MPI_IN_PLACE : input.data_ptr(), count, type, output.data_ptr(),
+                                     count, type, comm));
+  });
 }
 
 WorkHandle MpiCommunicator::all_gather_uneven_async(at::Tensor output, at::Tensor input,

@@ -62,8 +62,11 @@ class MpiCommunicator final : public Communicator {
   bool hierarchical() const;
 
  private:
-  /// The hierarchy for an all-reduce of `tensor`, or nullptr: flat. Runs in
-  /// the all-reduce's task (the first large one decides, collectively).
+  /// The ranks' spread over nodes, for a collective of `tensor` (an
+  /// all-reduce, or a reduce-scatter's input, an all-gather's output), or
+  /// nullptr: one node, or too small to matter. Runs in the collective's task
+  /// (the first large one decides, collectively: every rank's queue holds the
+  /// same collectives in the same order).
   const NodeTopology* hierarchy_for(const at::Tensor& tensor);
   /// The live shared region `tensor` lies in, or nullptr.
   std::shared_ptr<ShmRegion> region_of(const at::Tensor& tensor);

@@ -1,8 +1,9 @@
-// The pipelined ring all-reduce (see ring_all_reduce.hpp).
+// The pipelined ring all-reduce, and its two halves (see ring_all_reduce.hpp).
 
 #include "comm/ring_all_reduce.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -19,11 +20,15 @@ struct Span {
   int64_t count = 0;
 };
 
+// The 2(p − 1) steps around the ring over `count` elements of `data` cut
+// into p chunks. `shift` relabels the chunks: with 1, rank r ends the
+// reduce-scatter half holding chunk r (MPI's order); the all-reduce needs no
+// relabelling.
 class Ring {
  public:
   Ring(char* data, int64_t count, int64_t element_bytes, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-       int64_t segment_bytes)
-      : data_(data), element_bytes_(element_bytes), type_(type), op_(op), comm_(comm) {
+       int64_t segment_bytes, int shift = 0)
+      : data_(data), element_bytes_(element_bytes), type_(type), op_(op), comm_(comm), shift_(shift) {
     MPIACCEL_CHECK_MPI(MPI_Comm_rank(comm, &rank_));
     MPIACCEL_CHECK_MPI(MPI_Comm_size(comm, &size_));
     const int64_t base = count / size_, extra = count % size_;
@@ -36,18 +41,22 @@ class Ring {
     scratch_.resize(static_cast<size_t>((base + 1) * element_bytes));
   }
 
-  // Step t of 2(p − 1): the first p − 1 reduce (reduce-scatter), the rest
-  // copy (all-gather). Step t receives chunk in(t) from the left and sends
-  // chunk in(t − 1) to the right: what the step before received.
-  void run() {
-    const int steps = 2 * (size_ - 1);
-    send_chunk_segments(chunk_in(-1));  // step 0 sends this rank's own chunk
-    for (int t = 0; t < steps; ++t) receive_step(t, t + 1 < steps);
+  // Steps [first, last) of 2(p − 1): the first p − 1 reduce (the
+  // reduce-scatter half), the rest copy (the all-gather half). Step t
+  // receives chunk in(t) from the left and sends chunk in(t − 1) to the
+  // right: what the step before received (the first step sends a chunk this
+  // rank holds already).
+  void run(int first, int last) {
+    send_chunk_segments(chunk_in(first - 1));
+    for (int t = first; t < last; ++t) receive_step(t, t + 1 < last);
     wait_sends(-1);
   }
+  int steps() const { return 2 * (size_ - 1); }
+  int size() const { return size_; }
+  int rank() const { return rank_; }
 
  private:
-  int chunk_in(int t) const { return ((rank_ - t - 1) % size_ + size_) % size_; }
+  int chunk_in(int t) const { return ((rank_ - t - 1 - shift_) % size_ + size_) % size_; }
   int right() const { return (rank_ + 1) % size_; }
   int left() const { return (rank_ + size_ - 1) % size_; }
   char* at(int64_t element) const { return data_ + element * element_bytes_; }
@@ -103,6 +112,7 @@ class Ring {
   MPI_Datatype type_;
   MPI_Op op_;
   MPI_Comm comm_;
+  int shift_ = 0;
   int rank_ = 0, size_ = 1;
   int64_t segment_ = 1;
   std::vector<Span> chunks_;
@@ -114,10 +124,36 @@ class Ring {
 
 void ring_all_reduce(void* data, int64_t count, int64_t element_bytes, MPI_Datatype type, MPI_Op op,
                      MPI_Comm comm, int64_t segment_bytes) {
-  int size = 1;
+  if (count == 0) return;
+  Ring ring(static_cast<char*>(data), count, element_bytes, type, op, comm, segment_bytes);
+  if (ring.size() > 1) ring.run(0, ring.steps());
+}
+
+void ring_reduce_scatter(const void* input, void* output, int64_t block, int64_t element_bytes, MPI_Datatype type,
+                         MPI_Op op, MPI_Comm comm, int64_t segment_bytes) {
+  int size = 1, rank = 0;
   MPIACCEL_CHECK_MPI(MPI_Comm_size(comm, &size));
-  if (size == 1 || count == 0) return;
-  Ring(static_cast<char*>(data), count, element_bytes, type, op, comm, segment_bytes).run();
+  MPIACCEL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  const auto bytes = static_cast<size_t>(block * element_bytes);
+  // Reduced in a copy: the input stays as the caller gave it.
+  std::vector<char> work(bytes * static_cast<size_t>(size));
+  std::memcpy(work.data(), input, work.size());
+  Ring ring(work.data(), block * size, element_bytes, type, op, comm, segment_bytes, /*shift=*/1);
+  if (size > 1 && block > 0) ring.run(0, size - 1);
+  std::memcpy(output, work.data() + bytes * static_cast<size_t>(rank), bytes);
+}
+
+void ring_all_gather(const void* input, void* output, int64_t block, int64_t element_bytes, MPI_Datatype type,
+                     MPI_Comm comm, int64_t segment_bytes) {
+  int size = 1, rank = 0;
+  MPIACCEL_CHECK_MPI(MPI_Comm_size(comm, &size));
+  MPIACCEL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  const auto bytes = static_cast<size_t>(block * element_bytes);
+  char* own = static_cast<char*>(output) + bytes * static_cast<size_t>(rank);
+  if (own != input) std::memcpy(own, input, bytes);
+  Ring ring(static_cast<char*>(output), block * size, element_bytes, type, MPI_OP_NULL, comm, segment_bytes,
+            /*shift=*/1);
+  if (size > 1 && block > 0) ring.run(size - 1, ring.steps());
 }
 
 }  // namespace mpiaccel::detail

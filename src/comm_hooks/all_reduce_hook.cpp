@@ -44,7 +44,7 @@ class AllReduceHook final : public CommHook {
   explicit AllReduceHook(std::optional<at::ScalarType> wire) : wire_(wire) {}
 
   std::string name() const override {
-    return wire_ ? precision_dtype_name(*wire_) : std::string("allreduce");
+    return wire_ ? precision_dtype_name(*wire_) : std::string("all_reduce");
   }
   std::optional<at::ScalarType> wire_dtype_for(at::ScalarType bucket_dtype) const override {
     if (wire_ && *wire_ != bucket_dtype) return wire_;

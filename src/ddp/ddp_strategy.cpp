@@ -60,7 +60,7 @@ void DdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
              "([ddp] node_shared_params)");
   ReducerOptions options = reducer_options(config_, precision_);
   if (hook_) options.hook = hook_;
-  if (comm_->rank() == 0 && options.hook->name() != "allreduce")
+  if (comm_->rank() == 0 && options.hook->name() != "all_reduce")
     log_info("DDP: gradient buckets go through the " + options.hook->name() + " comm hook");
   reducer_ = std::make_unique<Reducer>(std::move(list.params), std::move(list.names), comm_, options);
   reducer_->set_gradient_sync(sync_);

@@ -341,6 +341,6 @@ BOOST_AUTO_TEST_CASE(conflicting_hook_settings_are_refused_in_one_line) {
   BOOST_CHECK_EXCEPTION(make_comm_hook(config, std::nullopt), Error, [](const Error& e) {
     return std::string(e.what()).find("set comm_hook = powersgd") != std::string::npos;
   });
-  auto fsdp_like = make_comm_hook(DdpConfig{}, std::nullopt);
-  BOOST_TEST(fsdp_like->name() == "allreduce");
+  auto plain_hook = make_comm_hook(DdpConfig{}, std::nullopt);
+  BOOST_TEST(plain_hook->name() == "all_reduce");
 }

@@ -6,7 +6,9 @@
 // sums, minima and maxima of every dtype equal what each rank computes alone,
 // at sizes that leave chunks uneven, empty, one segment and many segments
 // (short segments force deep pipelines); the same as MPI_Allreduce's result;
-// bit-identical on every rank.
+// bit-identical on every rank. Its halves, the ring reduce-scatter and
+// all-gather (in place and not), equal what each rank computes alone and
+// leave the input as given.
 #define BOOST_TEST_MODULE ring_all_reduce
 #include "support/mpi_test.hpp"
 
@@ -80,4 +82,51 @@ BOOST_AUTO_TEST_CASE(ring_agrees_with_mpi_allreduce_on_random_floats) {
   at::Tensor first = got.clone();
   MPI_Bcast(first.data_ptr(), static_cast<int>(first.numel()), MPI_FLOAT, 0, MPI_COMM_WORLD);
   MPIACCEL_CHECK_ALL(at::equal(first, got));
+}
+
+namespace {
+
+MPI_Comm duplicate_world() {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  return comm;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(ring_halves_equal_reduce_scatter_and_all_gather) {
+  mpiaccel::detail::init_mpi_types();
+  const int n = world().size(), me = world().rank();
+  bool ok = true;
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kLong, at::kByte})
+    for (int64_t block : {0, 1, 7, 5000})
+      for (int64_t segment : {int64_t{8}, mpiaccel::detail::kRingSegmentBytes}) {
+        if (segment == 8 && block > 1000) continue;
+        MPI_Comm comm = duplicate_world();
+        const MPI_Datatype type = mpiaccel::detail::mpi_datatype(dtype);
+        // Reduce-scatter: rank r gets the sum of block r (small integers: exact in every dtype).
+        if (dtype != at::kByte) {
+          const at::Tensor input = values_of(me, n * block, dtype);
+          at::Tensor output = at::empty({block}, dtype);
+          mpiaccel::detail::ring_reduce_scatter(input.data_ptr(), output.data_ptr(), block, input.element_size(),
+                                                type, mpiaccel::detail::mpi_reduce_op(ReduceOp::Sum, dtype), comm,
+                                                segment);
+          ok = ok && at::equal(output, expected(n * block, dtype, ReduceOp::Sum).narrow(0, me * block, block));
+          ok = ok && at::equal(input, values_of(me, n * block, dtype));  // left as given
+        }
+        // All-gather, out of place and in place.
+        const at::Tensor mine = (at::arange(block, at::kLong) % 100 + me).to(dtype);
+        at::Tensor want = at::empty({n * block}, dtype);
+        for (int r = 0; r < n; ++r) want.narrow(0, r * block, block).copy_((at::arange(block, at::kLong) % 100 + r).to(dtype));
+        at::Tensor out = at::zeros({n * block}, dtype);
+        mpiaccel::detail::ring_all_gather(mine.data_ptr(), out.data_ptr(), block, mine.element_size(), type, comm, segment);
+        ok = ok && at::equal(out, want);
+        at::Tensor in_place = at::zeros({n * block}, dtype);
+        in_place.narrow(0, me * block, block).copy_(mine);
+        mpiaccel::detail::ring_all_gather(in_place.narrow(0, me * block, block).data_ptr(), in_place.data_ptr(), block,
+                                          mine.element_size(), type, comm, segment);
+        ok = ok && at::equal(in_place, want);
+        MPI_Comm_free(&comm);
+      }
+  MPIACCEL_CHECK_ALL(ok);
 }

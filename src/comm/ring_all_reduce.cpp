@@ -134,12 +134,13 @@ void ring_reduce_scatter(const void* input, void* output, int64_t block, int64_t
   int size = 1, rank = 0;
   MPIACCEL_CHECK_MPI(MPI_Comm_size(comm, &size));
   MPIACCEL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  if (block == 0) return;
   const auto bytes = static_cast<size_t>(block * element_bytes);
   // Reduced in a copy: the input stays as the caller gave it.
   std::vector<char> work(bytes * static_cast<size_t>(size));
   std::memcpy(work.data(), input, work.size());
   Ring ring(work.data(), block * size, element_bytes, type, op, comm, segment_bytes, /*shift=*/1);
-  if (size > 1 && block > 0) ring.run(0, size - 1);
+  if (size > 1) ring.run(0, size - 1);
   std::memcpy(output, work.data() + bytes * static_cast<size_t>(rank), bytes);
 }
 
@@ -148,12 +149,13 @@ void ring_all_gather(const void* input, void* output, int64_t block, int64_t ele
   int size = 1, rank = 0;
   MPIACCEL_CHECK_MPI(MPI_Comm_size(comm, &size));
   MPIACCEL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  if (block == 0) return;
   const auto bytes = static_cast<size_t>(block * element_bytes);
   char* own = static_cast<char*>(output) + bytes * static_cast<size_t>(rank);
   if (own != input) std::memcpy(own, input, bytes);
   Ring ring(static_cast<char*>(output), block * size, element_bytes, type, MPI_OP_NULL, comm, segment_bytes,
             /*shift=*/1);
-  if (size > 1 && block > 0) ring.run(size - 1, ring.steps());
+  if (size > 1) ring.run(size - 1, ring.steps());
 }
 
 }  // namespace mpiaccel::detail

@@ -10,29 +10,27 @@
 namespace mpiaccel {
 namespace detail {
 
-HookWork average_async(Communicator& comm, const at::Tensor& values, const at::Tensor& wire,
-                       const GradientDivision& division) {
+HookWork average_async(Communicator& comm, at::Tensor values, at::Tensor wire, const GradientDivision& division) {
   const at::Tensor& sent = wire.defined() ? wire : values;
   HookWork result;
   if (!division.split) {
     // Full width: the all-reduce averages as it sums, no pass of its own.
     if (wire.defined()) wire.copy_(values);
     result.work = comm.all_reduce_async(sent, ReduceOp::Avg);
-    if (wire.defined()) result.finish = [values, wire] { const_cast<at::Tensor&>(values).copy_(wire); };
+    if (wire.defined()) result.finish = [values, wire]() mutable { values.copy_(wire); };
     return result;
   }
   // 16 bits: divide by `before` on the way in (fused with the cast), sum,
   // divide by `after` on the way out.
   const double before = division.before;
   const double after = division.after;
-  if (wire.defined()) at::mul_out(const_cast<at::Tensor&>(wire), values, at::scalar_tensor(before, at::kDouble));
-  else const_cast<at::Tensor&>(values).mul_(before);
+  if (wire.defined()) at::mul_out(wire, values, at::scalar_tensor(before, at::kDouble));
+  else values.mul_(before);
   result.work = comm.all_reduce_async(sent, ReduceOp::Sum);
-  result.finish = [values, sent, after] {
+  result.finish = [values, sent, after]() mutable {
     // Widened first, then divided in the values' dtype (a 16-bit product would round again).
-    at::Tensor out = values;
-    if (!out.is_same(sent)) out.copy_(sent);
-    if (after != 1.0) out.mul_(after);
+    if (!values.is_same(sent)) values.copy_(sent);
+    if (after != 1.0) values.mul_(after);
   };
   return result;
 }

@@ -18,7 +18,6 @@ namespace mpiaccel::detail {
 /// the dtype to send, or undefined to send `values` as they are. `division`:
 /// gradient_division() of the dtype the caller asked for on the wire. The
 /// returned finish() writes the average back into `values`.
-HookWork average_async(Communicator& comm, const at::Tensor& values, const at::Tensor& wire,
-                       const GradientDivision& division);
+HookWork average_async(Communicator& comm, at::Tensor values, at::Tensor wire, const GradientDivision& division);
 
 }  // namespace mpiaccel::detail

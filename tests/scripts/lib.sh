@@ -128,6 +128,38 @@ expect_train_error() {
   expect_contains err.out "$message"
 }
 
+# expect_val_loss_within REFERENCE CANDIDATE BOUND: the last val_loss of
+# CANDIDATE.jsonl within BOUND (relative) of REFERENCE.jsonl's.
+expect_val_loss_within() {
+  /usr/bin/python3 - "$1.jsonl" "$2.jsonl" "$3" <<'PY' || fail "$2's validation loss is not within $3 of $1's"
+import json, sys
+def val(p): return [r["val_loss"] for r in map(json.loads, open(p)) if "val_loss" in r][-1]
+ref, got, bound = val(sys.argv[1]), val(sys.argv[2]), float(sys.argv[3])
+print(f"{sys.argv[2]}: val_loss {got:.4f} against {sys.argv[1]}'s {ref:.4f} ({100 * (got - ref) / ref:+.2f} %, bound {bound})")
+assert abs(got - ref) <= bound * ref
+PY
+}
+# expect_exact_resume MODEL-ARRAY EXTRA...: 20 steps at np 2 straight, against
+# 10 + 10 across a checkpoint (the step-10 one is kept as halves_at_10.ckpt):
+# the same step-20 loss and parameters, bit for bit.
+expect_exact_resume() {
+  local model=$1; shift
+  train_run straight 2 16 "$model" train.max_steps=20 "$@"
+  train_run halves 2 16 "$model" train.max_steps=10 "$@"
+  cp -r halves.ckpt halves_at_10.ckpt
+  train_run halves 2 16 "$model" train.max_steps=20 "$@" checkpoint.resume=latest
+  expect_contains halves.out "resumed from"
+  /usr/bin/python3 - straight.jsonl halves.jsonl <<'PY' || fail "the resumed run differs from the uninterrupted one"
+import json, sys
+def losses(p): return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert 20 in a and a[20] == b[20], (a.get(20), b.get(20))
+print("resumed run: step 20 loss", b[20], "as the uninterrupted run")
+PY
+  "$MPIACCEL" ckpt diff straight.ckpt halves.ckpt --atol 0 > resume.diff 2>&1 \
+    || { cat resume.diff; fail "parameters differ after the resume"; }
+}
+
 # compare_runs REFERENCE CANDIDATE FIRST LAST TOLERANCE [PARAM_TOLERANCE]: two
 # `mpiaccel train` runs agree: every loss of steps FIRST..LAST (NAME.jsonl)
 # within TOLERANCE relative, and the final checkpoints (NAME.ckpt) within

@@ -26,30 +26,12 @@ mpi 3 "$MPIACCEL" train "${GPT[@]}" "${COMMON[@]}" "${LONG[@]}" --config ds.json
   logging.metrics_file=zero3.jsonl checkpoint.dir=zero3.ckpt > zero3.out 2>&1 || { cat zero3.out; fail "ZeRO-3 with qwZ"; }
 expect_contains zero3.out "zero3: parameters all-gathered in int8"
 train_run zero3_plain 3 16 GPT "${LONG[@]}" distributed.strategy=zero zero.stage=3
-/usr/bin/python3 - fsdp.jsonl:qwz.jsonl zero3_plain.jsonl:zero3.jsonl <<'PY' || fail "qwZ's loss is not within 2 % of the unquantized run's"
-import json, sys
-def val(p): return [r["val_loss"] for r in map(json.loads, open(p)) if "val_loss" in r][-1]
-for pair in sys.argv[1:]:
-    ref_path, path = pair.split(":")
-    ref, got = val(ref_path), val(path)
-    print(f"{path}: val_loss {got:.4f} against {ref_path}'s {ref:.4f} ({100 * (got - ref) / ref:+.2f} %)")
-    assert abs(got - ref) <= 0.02 * ref
-PY
+expect_val_loss_within fsdp qwz 0.02
+expect_val_loss_within zero3_plain zero3 0.02
 
 # Resume: 20 steps straight, against 10 + 10 across a checkpoint.
 SHORT=(train.eval_every=1000 distributed.strategy=fsdp fsdp.quantized_weights=true)
-train_run straight 2 16 GPT train.max_steps=20 "${SHORT[@]}"
-train_run halves 2 16 GPT train.max_steps=10 "${SHORT[@]}"
-train_run halves 2 16 GPT train.max_steps=20 "${SHORT[@]}" checkpoint.resume=latest
-expect_contains halves.out "resumed from"
-/usr/bin/python3 - straight.jsonl halves.jsonl <<'PY' || fail "the resumed qwZ run differs"
-import json, sys
-def losses(p): return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-assert 20 in a and a[20] == b[20], (a.get(20), b.get(20))
-print("resumed qwZ run: step 20 loss", b[20], "as the uninterrupted run")
-PY
-"$MPIACCEL" ckpt diff straight.ckpt halves.ckpt --atol 0 > resume.diff 2>&1 || { cat resume.diff; fail "parameters differ after the resume"; }
+expect_exact_resume GPT "${SHORT[@]}"
 
 expect_train_error 2 "quantizes stage 3's parameter all-gathers; stage 2" distributed.strategy=zero zero.stage=2 \
   zero.quantized_weights=true

@@ -100,6 +100,11 @@ struct FsdpConfig {
   bool activation_checkpointing = false;
   std::string state_dict_type = "SHARDED_STATE_DICT";  ///< | FULL_STATE_DICT
   bool quantized_weights = false;  ///< ZeRO++ qwZ: parameters all-gathered in int8 with block scales
+  /// ZeRO++ hpZ: groups of this many consecutive ranks keep a second shard of
+  /// each unit from forward, and backward gathers within the group; 1 = off,
+  /// 0 = the ranks of one node.
+  int64_t secondary_partition_size = 1;
+  bool quantized_gradients = false;  ///< ZeRO++ qgZ: gradients reduce-scattered in int8 by all-to-all
 };
 
 struct ZeroConfig {
@@ -109,6 +114,8 @@ struct ZeroConfig {
   double reduce_bucket_mb = 25;
   double allgather_bucket_mb = 25;
   bool quantized_weights = false;  ///< stage 3: ZeRO++ qwZ (int8 all-gather of parameters)
+  int64_t secondary_partition_size = 1;  ///< stage 3: ZeRO++ hpZ (as [fsdp]'s)
+  bool quantized_gradients = false;      ///< stage 3: ZeRO++ qgZ (int8 gradient reduce-scatter)
 };
 
 struct OptimizerConfig {

@@ -21,6 +21,19 @@ void check_comm_hook_applies(const Config& config, StrategyKind kind) {
                  config.distributed.strategy + " reduce-scatters shards: set strategy = ddp, or comm_hook = none");
 }
 
+// ZeRO++ works on stage 3's parameter gathers and gradient reduce-scatters;
+// stages 1 and 2 gather no parameters in forward.
+void refuse_zero_plus_plus_below_stage_3(const ZeroConfig& zero) {
+  const char* asked = zero.quantized_weights         ? "quantized_weights (ZeRO++ qwZ)"
+                      : zero.quantized_gradients     ? "quantized_gradients (ZeRO++ qgZ)"
+                      : zero.secondary_partition_size != 1 ? "secondary_partition_size (ZeRO++ hpZ)"
+                                                     : nullptr;
+  if (!asked) return;
+  MPIACCEL_THROW("[zero] " + std::string(asked) + " works on stage 3's sharded parameters; stage " +
+                 std::to_string(zero.stage) + " shards none: set stage = 3, or switch ZeRO++ off "
+                 "(quantized_weights = false, quantized_gradients = false, secondary_partition_size = 1)");
+}
+
 }  // namespace
 
 std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Communicator> comm) {
@@ -42,10 +55,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Co
       return make_ddp_strategy(config.ddp, std::move(comm), precision);
     case StrategyKind::Zero1:
     case StrategyKind::Zero2:
-      MPIACCEL_CHECK(!config.zero.quantized_weights,
-                     "[zero] quantized_weights (ZeRO++ qwZ) quantizes stage 3's parameter all-gathers; stage " +
-                         std::to_string(config.zero.stage) + " gathers none in forward: set stage = 3, or "
-                         "quantized_weights = false");
+      refuse_zero_plus_plus_below_stage_3(config.zero);
       return make_zero_strategy(config.zero, std::move(comm), precision);
     case StrategyKind::Fsdp:
       return make_fsdp_strategy(config.fsdp, std::move(comm), "fsdp", precision);
@@ -56,6 +66,9 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Co
       full_shard.reshard_after_forward = true;
       full_shard.cpu_offload = config.zero.offload_param == "cpu";
       full_shard.quantized_weights = config.fsdp.quantized_weights || config.zero.quantized_weights;
+      full_shard.quantized_gradients = config.fsdp.quantized_gradients || config.zero.quantized_gradients;
+      if (config.zero.secondary_partition_size != 1)
+        full_shard.secondary_partition_size = config.zero.secondary_partition_size;
       return make_fsdp_strategy(full_shard, std::move(comm), "zero3", precision);
     }
   }

@@ -23,13 +23,16 @@ bool switched_off(const char* variable) {
 
 }  // namespace
 
-std::unique_ptr<NodeTopology> NodeTopology::create(MPI_Comm comm) {
+std::unique_ptr<NodeTopology> NodeTopology::create(MPI_Comm comm, int node_color) {
   int rank = 0, size = 1;
   MPIACCEL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   MPIACCEL_CHECK_MPI(MPI_Comm_size(comm, &size));
   std::unique_ptr<NodeTopology> topology(new NodeTopology());
   topology->size_ = size;
-  MPIACCEL_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &topology->node_));
+  if (node_color < 0)
+    MPIACCEL_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &topology->node_));
+  else
+    MPIACCEL_CHECK_MPI(MPI_Comm_split(comm, node_color, rank, &topology->node_));
   MPIACCEL_CHECK_MPI(MPI_Comm_rank(topology->node_, &topology->local_rank_));
   MPIACCEL_CHECK_MPI(MPI_Comm_size(topology->node_, &topology->local_size_));
   // Every rank decides alike, from the minimum over the ranks of: its node's
@@ -48,10 +51,33 @@ std::unique_ptr<NodeTopology> NodeTopology::create(MPI_Comm comm) {
   // The ring's messages need a communicator of their own: a duplicate, or
   // the split across nodes, which nothing else uses.
   if (topology->hierarchical_)
-    MPIACCEL_CHECK_MPI(MPI_Comm_split(comm, topology->local_rank_, rank, &topology->cross_));
+    MPIACCEL_CHECK_MPI(MPI_Comm_split(comm, topology->local_rank_, topology->place_blocks(comm), &topology->cross_));
   else
     MPIACCEL_CHECK_MPI(MPI_Comm_dup(comm, &topology->cross_));
   return topology;
+}
+
+int NodeTopology::place_blocks(MPI_Comm comm) {
+  // Nodes are numbered in the order of their first ranks, alike on every rank.
+  int rank = 0;
+  MPIACCEL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  int mine[2] = {rank, local_rank_};
+  MPIACCEL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &mine[0], 1, MPI_INT, MPI_MIN, node_));
+  std::vector<int> all(2 * static_cast<size_t>(size_));
+  MPIACCEL_CHECK_MPI(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm));
+  std::vector<int> firsts;
+  for (int r = 0; r < size_; ++r) firsts.push_back(all[2 * static_cast<size_t>(r)]);
+  std::sort(firsts.begin(), firsts.end());
+  firsts.erase(std::unique(firsts.begin(), firsts.end()), firsts.end());
+  const auto node_of = [&](int r) {
+    const int first = all[2 * static_cast<size_t>(r)];
+    return static_cast<int>(std::lower_bound(firsts.begin(), firsts.end(), first) - firsts.begin());
+  };
+  const int64_t nodes = static_cast<int64_t>(firsts.size());
+  place_order_.resize(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r)
+    place_order_[static_cast<size_t>(r)] = all[2 * static_cast<size_t>(r) + 1] * nodes + node_of(r);
+  return node_of(rank);
 }
 
 std::string NodeTopology::describe() const {
@@ -99,6 +125,56 @@ void NodeTopology::all_reduce(void* data, int64_t count, int64_t element_bytes, 
   all_reduce_across(slice.data(), mine, element_bytes, type, op);
   MPIACCEL_CHECK_MPI(MPI_Allgatherv(slice.data(), mine, type, data, counts.data(),
                                     displacements.data(), type, node_));
+}
+
+}  // namespace mpiaccel::detail
+
+namespace mpiaccel::detail {
+
+bool NodeTopology::takes_halves(int64_t bytes, int64_t elements) const {
+  if (hierarchical_) return elements <= INT_MAX;  // one MPI count within the node
+  return ring_ && bytes >= kRingMinBytes;
+}
+
+void NodeTopology::reduce_scatter(const void* input, void* output, int64_t block, int64_t element_bytes,
+                                  MPI_Datatype type, MPI_Op op) const {
+  if (!hierarchical_) {
+    ring_reduce_scatter(input, output, block, element_bytes, type, op, cross_, kRingSegmentBytes);
+    return;
+  }
+  if (block == 0) return;
+  const int64_t nodes = size_ / local_size_, bytes = block * element_bytes;
+  std::vector<char> grouped(static_cast<size_t>(size_ * bytes)), node_sum(static_cast<size_t>(nodes * bytes));
+  for (int r = 0; r < size_; ++r)
+    std::memcpy(grouped.data() + place_order_[static_cast<size_t>(r)] * bytes,
+                static_cast<const char*>(input) + r * bytes, static_cast<size_t>(bytes));
+  MPIACCEL_CHECK_MPI(
+      MPI_Reduce_scatter_block(grouped.data(), node_sum.data(), static_cast<int>(nodes * block), type, op, node_));
+  if (ring_ && nodes * bytes >= kRingMinBytes)
+    ring_reduce_scatter(node_sum.data(), output, block, element_bytes, type, op, cross_, kRingSegmentBytes);
+  else
+    MPIACCEL_CHECK_MPI(MPI_Reduce_scatter_block(node_sum.data(), output, static_cast<int>(block), type, op, cross_));
+}
+
+void NodeTopology::all_gather(const void* input, void* output, int64_t block, int64_t element_bytes,
+                              MPI_Datatype type) const {
+  if (!hierarchical_) {
+    ring_all_gather(input, output, block, element_bytes, type, cross_, kRingSegmentBytes);
+    return;
+  }
+  if (block == 0) return;
+  const int64_t nodes = size_ / local_size_, bytes = block * element_bytes;
+  std::vector<char> across(static_cast<size_t>(nodes * bytes)), grouped(static_cast<size_t>(size_ * bytes));
+  if (ring_ && nodes * bytes >= kRingMinBytes)
+    ring_all_gather(input, across.data(), block, element_bytes, type, cross_, kRingSegmentBytes);
+  else
+    MPIACCEL_CHECK_MPI(MPI_Allgather(input, static_cast<int>(block), type, across.data(), static_cast<int>(block),
+                                     type, cross_));
+  MPIACCEL_CHECK_MPI(MPI_Allgather(across.data(), static_cast<int>(nodes * block), type, grouped.data(),
+                                   static_cast<int>(nodes * block), type, node_));
+  for (int r = 0; r < size_; ++r)
+    std::memcpy(static_cast<char*>(output) + r * bytes,
+                grouped.data() + place_order_[static_cast<size_t>(r)] * bytes, static_cast<size_t>(bytes));
 }
 
 }  // namespace mpiaccel::detail

@@ -134,9 +134,9 @@ WorkHandle MpiCommunicator::reduce_scatter_async(at::Tensor output, at::Tensor i
       name, describe_op(name, input),
       [this, comm = comm_, size = size_, output, input, type, mpi_op, op] {
         const NodeTopology* topology = hierarchy_for(input);
-        if (topology && topology->rings_whole(input.numel() * input.element_size()))
-          ring_reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), input.element_size(), type,
-                              mpi_op, topology->ring_comm(), kRingSegmentBytes);
+        if (topology && topology->takes_halves(input.numel() * input.element_size(), input.numel()))
+          topology->reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), input.element_size(), type,
+                                   mpi_op);
         else
           MPIACCEL_CHECK_MPI(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(),
                                                       static_cast<int>(output.numel()), type, mpi_op, comm));
@@ -155,9 +155,8 @@ WorkHandle MpiCommunicator::all_gather_async(at::Tensor output, at::Tensor input
   const bool in_place = is_own_block(output, input, input.numel() * rank_);
   return thread_->enqueue(name, describe_op(name, output), [this, comm = comm_, output, input, type, in_place] {
     const NodeTopology* topology = hierarchy_for(output);
-    if (topology && topology->rings_whole(output.numel() * output.element_size())) {
-      ring_all_gather(input.data_ptr(), output.data_ptr(), input.numel(), input.element_size(), type,
-                      topology->ring_comm(), kRingSegmentBytes);
+    if (topology && topology->takes_halves(output.numel() * output.element_size(), output.numel())) {
+      topology->all_gather(input.data_ptr(), output.data_ptr(), input.numel(), input.element_size(), type);
       return;
     }
     const int count = static_cast<int>(input.numel());

@@ -138,7 +138,12 @@ std::vector<KeySpec> build_schema() {
       .choice(MPIACCEL_KEY(F, state_dict_type), {"SHARDED_STATE_DICT", "FULL_STATE_DICT"},
               "checkpoint layout: each rank's shards, or consolidated tensors")
       .flag(MPIACCEL_KEY(F, quantized_weights),
-            "ZeRO++ qwZ: all-gather parameters in int8 with a scale per 256 values (a quarter of fp32's bytes)");
+            "ZeRO++ qwZ: all-gather parameters in int8 with a scale per 256 values (a quarter of fp32's bytes)")
+      .integer(MPIACCEL_KEY(F, secondary_partition_size), at_least(0),
+               "ZeRO++ hpZ: groups of this many ranks keep a second shard for backward's gathers; 1 = off, "
+               "0 = one node's ranks")
+      .flag(MPIACCEL_KEY(F, quantized_gradients),
+            "ZeRO++ qgZ: reduce-scatter gradients in int8 with a scale per 256 values, by all-to-all");
 
   using Z = ZeroConfig;
   rows_of(rows, "zero", &Config::zero)
@@ -151,7 +156,12 @@ std::vector<KeySpec> build_schema() {
       .real(MPIACCEL_KEY(Z, reduce_bucket_mb), positive(), "reduce-scatter bucket size in MiB")
       .real(MPIACCEL_KEY(Z, allgather_bucket_mb), positive(), "all-gather bucket size in MiB")
       .flag(MPIACCEL_KEY(Z, quantized_weights),
-            "stage 3: ZeRO++ qwZ, parameters all-gathered in int8 with a scale per 256 values");
+            "stage 3: ZeRO++ qwZ, parameters all-gathered in int8 with a scale per 256 values")
+      .integer(MPIACCEL_KEY(Z, secondary_partition_size), at_least(0),
+               "stage 3: ZeRO++ hpZ, groups of this many ranks keep a second shard for backward; 1 = off, "
+               "0 = one node's ranks")
+      .flag(MPIACCEL_KEY(Z, quantized_gradients),
+            "stage 3: ZeRO++ qgZ, gradients reduce-scattered in int8 with a scale per 256 values");
 
   using O = OptimizerConfig;
   rows_of(rows, "optimizer", &Config::optimizer)

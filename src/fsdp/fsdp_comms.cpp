@@ -56,6 +56,26 @@ Grouping hybrid_grouping(const FsdpConfig& config, Communicator& world) {
   return g;
 }
 
+// hpZ under FULL_SHARD (the shard group is the world): a node's ranks, or
+// secondary_partition_size consecutive ranks.
+std::shared_ptr<Communicator> secondary_group(const FsdpConfig& config, Communicator& world) {
+  const int64_t group = config.secondary_partition_size;
+  if (group == 0) {
+    std::shared_ptr<Communicator> node = world.split_by_node();
+    // Every rank sees every node's size, so every rank reaches the same verdict.
+    for (const std::string& size : world.all_gather_bytes(std::to_string(node->size())))
+      MPIACCEL_CHECK(size == std::to_string(node->size()),
+                     "secondary_partition_size = 0 (ZeRO++ hpZ) groups the ranks of each node, but the nodes run " +
+                         size + " and " + std::to_string(node->size()) +
+                         " ranks; launch the same number per node or give the group's size");
+    return node;
+  }
+  MPIACCEL_CHECK(world.size() % group == 0,
+                 "secondary_partition_size = " + std::to_string(group) + " (ZeRO++ hpZ) does not divide the " +
+                     std::to_string(world.size()) + " ranks; pick a divisor (the ranks of a node), or 0 for one node's");
+  return world.split(static_cast<int>(world.rank() / group), world.rank());
+}
+
 }  // namespace
 
 FsdpComms make_fsdp_comms(const FsdpConfig& config, std::shared_ptr<Communicator> world) {
@@ -68,6 +88,7 @@ FsdpComms make_fsdp_comms(const FsdpConfig& config, std::shared_ptr<Communicator
   comms.gather = world->split(g.shard_color, world->rank());
   comms.reduce = world->split(g.shard_color, world->rank());
   if (g.groups > 1) comms.replica = world->split(g.replica_color, world->rank());
+  if (config.secondary_partition_size != 1) comms.secondary = secondary_group(config, *world);
   return comms;
 }
 

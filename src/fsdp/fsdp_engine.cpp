@@ -15,6 +15,7 @@
 #include "fsdp/quantized_gather.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/precision.hpp"
+#include "runtime/trace.hpp"
 
 namespace mpiaccel::detail {
 namespace {
@@ -86,6 +87,10 @@ FsdpEngine::~FsdpEngine() {
 // ---------------------------------------------------------------- gathering
 
 void FsdpEngine::launch_gather(FsdpUnit& u, bool exact) {
+  if (!exact && u.secondary.defined()) {
+    launch_secondary_gather(u);
+    return;
+  }
   if (!exact && options_.quantized_weights) {
     launch_quantized_gather(u);
     return;
@@ -108,6 +113,7 @@ void FsdpEngine::launch_gather(FsdpUnit& u, bool exact) {
   own.narrow(0, block + 1, 1).fill_(static_cast<double>(tag / kTagBase));
   u.gather_work = comms_.gather->all_gather_async(buffer, own);
   u.gather_buffer = buffer;
+  u.gather_kind = "";
 }
 
 // ZeRO++ qwZ: this rank's block as int8 with per-group scales, the tag beside them.
@@ -118,10 +124,29 @@ void FsdpEngine::launch_quantized_gather(FsdpUnit& u) {
   const int64_t tag = static_cast<int64_t>(u.index) + 1;
   const at::Tensor tags =
       at::tensor({static_cast<float>(tag % kTagBase), static_cast<float>(tag / kTagBase)}).to(buffer.device());
-  quantize_block(u.local, tags, layout, own);
+  quantize_blocks(u.local.view({1, -1}), tags.view({1, -1}), layout, own);
   u.gather_work = comms_.gather->all_gather_async(buffer, own);
   u.gather_buffer = buffer;
   u.gather_quantized = true;
+  u.gather_kind = " int8";
+}
+
+// ZeRO++ hpZ: the group's parts of forward's gathered buffer make the whole
+// again, tags included, without leaving the group (a node).
+void FsdpEngine::launch_secondary_gather(FsdpUnit& u) {
+  Communicator& group = *comms_.secondary;
+  const int64_t part = u.secondary.numel();
+  at::Tensor buffer = at::empty({part * group.size()}, u.secondary.options());
+  at::Tensor own = buffer.narrow(0, group.rank() * part, part);
+  own.copy_(u.secondary);
+  u.gather_work = group.all_gather_async(buffer, own);
+  u.gather_buffer = buffer;
+  u.gather_kind = " in group";
+}
+
+bool FsdpEngine::keeps_secondary(const FsdpUnit& u) const {
+  return options_.secondary_partition && !u.secondary.defined() && !u.persistent() && at::GradMode::is_enabled() &&
+         !in_backward();
 }
 
 at::Tensor FsdpEngine::finish_gather_buffer(FsdpUnit& u) {
@@ -130,6 +155,7 @@ at::Tensor FsdpEngine::finish_gather_buffer(FsdpUnit& u) {
   u.gather_work.reset();
   u.gather_buffer = at::Tensor();
   work->wait();
+  if (Tracer::instance().enabled()) trace_work("all_gather " + u.display_name() + u.gather_kind, work);
   if (u.gather_quantized) {
     u.gather_quantized = false;
     buffer = dequantize_blocks(buffer, quantized_block(u.layout.block(), kTag), u.layout.parts(), u.full_options);
@@ -183,6 +209,10 @@ void FsdpEngine::check_landed_tags(bool wait) {
 
 void FsdpEngine::finish_gather(FsdpUnit& u) {
   const at::Tensor buffer = finish_gather_buffer(u);
+  if (keeps_secondary(u)) {
+    const int64_t part = buffer.numel() / comms_.secondary->size();
+    u.secondary = buffer.narrow(0, comms_.secondary->rank() * part, part).clone();
+  }
   const int64_t stride = u.layout.block() + kTag;
   at::NoGradGuard no_grad;
   for (size_t s = 0; s < u.params.size(); ++s)
@@ -217,9 +247,10 @@ void FsdpEngine::drain_gathers() {
 std::vector<at::Tensor> FsdpEngine::gather_copy(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
   FsdpUnit& u = units_.at(index);
-  // A copy must be exact (state dicts): a param_dtype prefetch will not do.
-  if (u.gather_work && (options_.gather_dtype || u.gather_quantized)) finish_gather_buffer(u);
-  if (!u.gather_work) launch_gather(u, true);
+  // A copy must be exact (state dicts): a prefetch in param_dtype, in int8 or
+  // from hpZ's copy of one will not do.
+  if (u.gather_work) finish_gather_buffer(u);
+  launch_gather(u, true);
   const at::Tensor buffer = finish_gather_buffer(u);
   check_landed_tags(/*wait=*/true);
   const int64_t stride = u.layout.block() + kTag;
@@ -287,8 +318,9 @@ void FsdpEngine::pre_backward(size_t index, int64_t invocation) {
 void FsdpEngine::on_bucket_filled(size_t bucket) {
   FsdpUnit& u = unit_of_bucket(bucket);
   // Every node that saved these parameters has produced their gradients, so
-  // no later node reads them: the full parameters can go.
+  // no later node reads them: the full parameters can go, and hpZ's part.
   reshard(u);
+  u.secondary = at::Tensor();
   if (options_.backward_prefetch == BackwardPrefetch::Post && u.last_invocation > 0 &&
       u.last_invocation <= static_cast<int64_t>(forward_order_.size()))
     prefetch(forward_order_[static_cast<size_t>(u.last_invocation - 1)]);
@@ -298,7 +330,8 @@ void FsdpEngine::launch_reduce(FsdpUnit& u) {
   const int parts = u.layout.parts();
   const int64_t block = u.layout.block();
   if (block == 0) return;  // a unit without parameters (the same on every rank)
-  const auto dtype = options_.reduce_dtype.value_or(u.full_options.dtype().toScalarType());
+  const auto own_dtype = u.full_options.dtype().toScalarType();
+  const auto dtype = options_.quantized_gradients ? own_dtype : options_.reduce_dtype.value_or(own_dtype);
   at::Tensor input = at::empty({parts * block}, u.full_options.dtype(dtype));
   at::NoGradGuard no_grad;
   for (size_t s = 0; s < u.params.size(); ++s) {
@@ -310,6 +343,10 @@ void FsdpEngine::launch_reduce(FsdpUnit& u) {
       u.layout.pack(input, block, s, at::zeros(u.layout.slots()[s].shape, u.full_options));
     }
   }
+  if (options_.quantized_gradients) {
+    launch_quantized_reduce(u, input);
+    return;
+  }
   u.reduce_out = at::empty({block}, input.options());
   if (!pre_scale_.defined()) {
     u.reduce_work = comms_.reduce->reduce_scatter_async(u.reduce_out, input, ReduceOp::Avg);
@@ -320,6 +357,29 @@ void FsdpEngine::launch_reduce(FsdpUnit& u) {
   u.reduce_work = comms_.reduce->reduce_scatter_async(u.reduce_out, input, ReduceOp::Sum);
 }
 
+// ZeRO++ qgZ: block r of the gradients goes to rank r as int8 with scales;
+// each rank sums what it receives in float32 (finish_quantized_reduce).
+void FsdpEngine::launch_quantized_reduce(FsdpUnit& u, const at::Tensor& input) {
+  const int parts = u.layout.parts();
+  const QuantizedBlock layout = quantized_block(u.layout.block(), 0);
+  at::Tensor send = at::empty({parts * layout.stride}, input.options().dtype(at::kByte));
+  quantize_blocks(input.view({parts, -1}), at::Tensor(), layout, send);
+  u.reduce_received = at::empty_like(send);
+  u.reduce_work = comms_.reduce->all_to_all_async(u.reduce_received, send);
+}
+
+void FsdpEngine::finish_quantized_reduce(FsdpUnit& u) {
+  const int parts = u.layout.parts();
+  const at::Tensor received =
+      dequantize_blocks(u.reduce_received, quantized_block(u.layout.block(), 0), parts, u.full_options);
+  u.reduce_received = at::Tensor();
+  u.reduce_out = received.view({parts, -1}).sum(0).div_(parts);
+}
+
+void FsdpEngine::drop_secondaries() {
+  for (FsdpUnit& u : units_) u.secondary = at::Tensor();
+}
+
 void FsdpEngine::backward_ending() {
   // No unit stays gathered past backward; reductions of units whose
   // gradients did not all arrive launch next, with what there is.
@@ -327,6 +387,7 @@ void FsdpEngine::backward_ending() {
   check_landed_tags(/*wait=*/true);
   for (FsdpUnit& u : units_)
     if (u.gathered) reshard(u);
+  drop_secondaries();
 }
 
 void FsdpEngine::finish_buckets() {
@@ -335,10 +396,18 @@ void FsdpEngine::finish_buckets() {
     FsdpUnit& u = units_[k];
     if (!u.reduce_work) continue;
     u.reduce_work->wait();
+    if (Tracer::instance().enabled())
+      trace_work((u.reduce_received.defined() ? "all_to_all " : "reduce_scatter ") + u.display_name() +
+                     (u.reduce_received.defined() ? " int8" : ""),
+                 u.reduce_work);
     u.reduce_work.reset();
-    if (u.reduce_out.scalar_type() != u.full_options.dtype().toScalarType())
-      u.reduce_out = u.reduce_out.to(u.full_options.dtype().toScalarType());
-    if (post_scale_.defined()) u.reduce_out.mul_(post_scale_);
+    if (u.reduce_received.defined()) {
+      finish_quantized_reduce(u);
+    } else {
+      if (u.reduce_out.scalar_type() != u.full_options.dtype().toScalarType())
+        u.reduce_out = u.reduce_out.to(u.full_options.dtype().toScalarType());
+      if (post_scale_.defined()) u.reduce_out.mul_(post_scale_);
+    }
     // Hybrid: each group averaged its own ranks; the groups average next.
     if (comms_.replica) across.push_back(comms_.replica->all_reduce_async(u.reduce_out, ReduceOp::Avg));
   }
@@ -392,11 +461,13 @@ void FsdpEngine::before_step() {
   check_landed_tags(/*wait=*/true);
   for (FsdpUnit& u : units_)
     if (u.gathered) reshard(u);
+  drop_secondaries();  // the shards change
 }
 
 void FsdpEngine::refresh_gathered() {
   std::lock_guard<std::mutex> lock(mutex_);
   drain_gathers();
+  drop_secondaries();
   // All launched first, so the gathers of several units overlap.
   for (FsdpUnit& u : units_) {
     if (u.persistent()) launch_gather(u);

@@ -54,6 +54,12 @@ struct FsdpOptions {
   /// ZeRO++ qwZ: forward's and backward's all-gathers in int8 with block
   /// scales (fsdp/quantized_gather.hpp); gather_dtype then does not apply.
   bool quantized_weights = false;
+  /// ZeRO++ qgZ: the gradient reduce-scatter as an all-to-all of int8 blocks
+  /// with scales, summed in float32 on arrival; reduce_dtype then does not apply.
+  bool quantized_gradients = false;
+  /// ZeRO++ hpZ: forward's gathers keep this rank's part of the unit for its
+  /// secondary group (FsdpComms::secondary), and backward gathers from those.
+  bool secondary_partition = false;
 };
 
 struct FsdpComms {
@@ -61,6 +67,9 @@ struct FsdpComms {
   std::shared_ptr<Communicator> gather;   ///< the shard group, all-gathers only
   std::shared_ptr<Communicator> reduce;   ///< the shard group, reduce-scatters only
   std::shared_ptr<Communicator> replica;  ///< across shard groups (hybrid), else null
+  /// hpZ: consecutive ranks of the shard group (a node's, or
+  /// secondary_partition_size of them), backward's all-gathers only; else null.
+  std::shared_ptr<Communicator> secondary;
 };
 
 class FsdpEngine final : public UnitInterceptor, public GradSync {
@@ -96,6 +105,9 @@ class FsdpEngine final : public UnitInterceptor, public GradSync {
   /// `exact`: gather in the parameters' own dtype even under mixed precision.
   void launch_gather(FsdpUnit& unit, bool exact = false);
   void launch_quantized_gather(FsdpUnit& unit);
+  void launch_secondary_gather(FsdpUnit& unit);
+  /// hpZ: whether the gather finishing now is forward's, whose buffer backward reuses.
+  bool keeps_secondary(const FsdpUnit& unit) const;
   at::Tensor finish_gather_buffer(FsdpUnit& unit);
   /// Throws on every rank of the group if the gathered unit tags (`tags`:
   /// parts x 2 digits, on the host) name another unit than `unit`.
@@ -112,6 +124,9 @@ class FsdpEngine final : public UnitInterceptor, public GradSync {
   void pre_backward(size_t unit, int64_t invocation);
   FsdpUnit& unit_of_bucket(size_t bucket) { return units_[reduce_order_[bucket]]; }
   void launch_reduce(FsdpUnit& unit);
+  void launch_quantized_reduce(FsdpUnit& unit, const at::Tensor& input);
+  void finish_quantized_reduce(FsdpUnit& unit);
+  void drop_secondaries();
 
   // The policy (grad_sync/grad_sync.hpp). Bucket k is unit reduce_order_[k].
   void stage(size_t param) override {}  // packed when the unit launches

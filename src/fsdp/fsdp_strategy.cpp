@@ -54,6 +54,12 @@ FsdpOptions options_from(const FsdpConfig& config) {
   // FSDP's own unit interceptor (src/recompute), not here.
   FsdpOptions options;
   options.quantized_weights = config.quantized_weights;
+  options.quantized_gradients = config.quantized_gradients;
+  options.secondary_partition = config.secondary_partition_size != 1;
+  MPIACCEL_CHECK(!options.secondary_partition || (sharding == "FULL_SHARD" && config.reshard_after_forward),
+                 "[fsdp] secondary_partition_size (ZeRO++ hpZ) keeps a second shard for backward when forward "
+                 "frees the gathered parameters: it needs sharding_strategy = FULL_SHARD and "
+                 "reshard_after_forward = true; set secondary_partition_size = 1 otherwise");
   // SHARD_GRAD_OP is FSDP1's name for keeping parameters from forward to backward.
   options.reshard_after_forward = sharding != "SHARD_GRAD_OP" && config.reshard_after_forward;
   options.forward_prefetch = config.forward_prefetch;
@@ -150,6 +156,11 @@ void FsdpStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
   if (comm_->rank() == 0) log_info(describe_units(engine_->units(), shard_ranks));
   if (comm_->rank() == 0 && options_.quantized_weights)
     log_info(name_ + ": parameters all-gathered in int8 with a scale per 256 values (ZeRO++ qwZ)");
+  if (comm_->rank() == 0 && options_.quantized_gradients)
+    log_info(name_ + ": gradients reduce-scattered in int8 with a scale per 256 values, by all-to-all (ZeRO++ qgZ)");
+  if (comm_->rank() == 0 && engine_->comms().secondary)
+    log_info(name_ + ": backward gathers within groups of " + std::to_string(engine_->comms().secondary->size()) +
+             " ranks from a second shard kept in forward (ZeRO++ hpZ)");
 }
 
 void FsdpStrategy::set_gradient_sync(bool enabled) {

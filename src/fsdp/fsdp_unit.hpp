@@ -47,10 +47,16 @@ struct FsdpUnit {
   WorkHandle gather_work; ///< an all-gather in flight (prefetch)
   at::Tensor gather_buffer;
   bool gather_quantized = false;  ///< gather_buffer holds int8 blocks (ZeRO++ qwZ)
+  const char* gather_kind = "";   ///< the trace's name for the gather in flight: "", " int8", " in group"
+  /// ZeRO++ hpZ: this rank's part of the gathered buffer (1/secondary group
+  /// of it), kept from forward's gather until the unit's gradients are done;
+  /// backward gathers it within the secondary group instead of the world.
+  at::Tensor secondary;
 
   // Backward bookkeeping, reset at the end of each backward.
   WorkHandle reduce_work;
   at::Tensor reduce_out;       ///< [block]: this rank's averaged gradient rows
+  at::Tensor reduce_received;  ///< ZeRO++ qgZ: every rank's int8 block for this rank, until summed
   int64_t last_invocation = -1; ///< position in this forward's unit order
 
   bool persistent() const { return module == nullptr || !managed; }

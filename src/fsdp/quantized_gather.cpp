@@ -22,16 +22,18 @@ QuantizedBlock quantized_block(int64_t values, int64_t tags) {
   return layout;
 }
 
-void quantize_block(const at::Tensor& shard, const at::Tensor& tags, const QuantizedBlock& layout, at::Tensor own) {
+void quantize_blocks(const at::Tensor& rows, const at::Tensor& tags, const QuantizedBlock& layout, at::Tensor out) {
+  const int64_t parts = rows.size(0);
   const int64_t padded = layout.groups * kQuantGroup;
-  at::Tensor x = at::constant_pad_nd(shard.reshape({-1}).to(at::kFloat), {0, padded - layout.values})
-                     .view({layout.groups, kQuantGroup});
-  at::Tensor scale = x.abs().amax(1).div_(127.0);
+  at::Tensor x = at::constant_pad_nd(rows.to(at::kFloat), {0, padded - layout.values})
+                     .view({parts, layout.groups, kQuantGroup});
+  at::Tensor scale = x.abs().amax(2).div_(127.0);
   scale.masked_fill_(scale == 0, 1.0);  // an all-zero group: any scale, its values stay 0
-  at::Tensor q = x.div(scale.unsqueeze(1)).round_().clamp_(-127, 127).to(at::kChar).view({-1});
-  own.narrow(0, 0, layout.values).view(at::kChar).copy_(q.narrow(0, 0, layout.values));
-  own.narrow(0, layout.scales_at, 4 * layout.groups).view(at::kFloat).copy_(scale);
-  own.narrow(0, layout.tags_at, 4 * layout.tags).view(at::kFloat).copy_(tags);
+  at::Tensor q = x.div(scale.unsqueeze(2)).round_().clamp_(-127, 127).to(at::kChar).view({parts, padded});
+  at::Tensor blocks = out.view({parts, layout.stride});
+  blocks.narrow(1, 0, layout.values).view(at::kChar).copy_(q.narrow(1, 0, layout.values));
+  blocks.narrow(1, layout.scales_at, 4 * layout.groups).view(at::kFloat).copy_(scale);
+  if (layout.tags > 0) blocks.narrow(1, layout.tags_at, 4 * layout.tags).view(at::kFloat).copy_(tags);
 }
 
 at::Tensor dequantize_blocks(const at::Tensor& gathered, const QuantizedBlock& layout, int64_t parts,

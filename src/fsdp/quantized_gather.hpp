@@ -1,6 +1,7 @@
 #pragma once
 // ZeRO++'s quantized weight all-gather (qwZ; Wang et al. 2023), for FSDP and
-// ZeRO-3 ([fsdp] / [zero] quantized_weights, docs/fsdp.md): each rank's
+// ZeRO-3 ([fsdp] / [zero] quantized_weights, docs/fsdp.md), and the blocks of
+// its quantized gradient reduce-scatter (qgZ, quantized_gradients): each rank's
 // block of a unit's flat parameters travels as int8, with one float32 scale
 // per group of kQuantGroup values (symmetric: scale = max |x| / 127), and is
 // dequantized on arrival. A block costs block + 4·groups + 8 bytes instead of
@@ -25,9 +26,11 @@ struct QuantizedBlock {
 };
 QuantizedBlock quantized_block(int64_t values, int64_t tags);
 
-/// Writes `shard` ([values], a float dtype) and `tags` ([tags], float32) into
-/// `own` ([stride] uint8, 4-byte aligned).
-void quantize_block(const at::Tensor& shard, const at::Tensor& tags, const QuantizedBlock& layout, at::Tensor own);
+/// Writes each row of `rows` ([parts, values], a float dtype) and of `tags`
+/// ([parts, tags], float32) into its block of `out` ([parts · stride] uint8,
+/// 4-byte aligned): one rank's block for a gather (parts 1), or one block per
+/// destination for qgZ's all-to-all.
+void quantize_blocks(const at::Tensor& rows, const at::Tensor& tags, const QuantizedBlock& layout, at::Tensor out);
 
 /// The gathered uint8 blocks of `parts` ranks ([parts · stride]) as the
 /// unquantized gather would have given them: [parts · (values + tags)] of

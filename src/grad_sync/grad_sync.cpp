@@ -3,6 +3,8 @@
 
 #include "grad_sync/grad_sync.hpp"
 
+#include "runtime/trace.hpp"
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/engine.h>
 
@@ -21,6 +23,12 @@ void wait_at_shutdown(const WorkHandle& work, const std::string& owner) noexcept
   } catch (const std::exception& e) {
     log_error(owner + ": a collective failed during shutdown: " + e.what());
   }
+}
+
+void trace_work(const std::string& name, const WorkHandle& work) {
+  Tracer& tracer = Tracer::instance();
+  if (work && tracer.enabled() && work->test())
+    tracer.record(name, TraceLane::Communication, work->started_at(), work->finished_at());
 }
 
 GradSync::GradSync(std::vector<at::Tensor> params, std::vector<std::string> names,

@@ -69,6 +69,9 @@ struct GradSyncOptions {
 
 /// Waits for `work` in a destructor: a failure is logged, never thrown.
 void wait_at_shutdown(const WorkHandle& work, const std::string& owner) noexcept;
+/// A collective's span on the trace's communication lane ([logging] trace),
+/// if tracing, once the work is known done (a device one may still run).
+void trace_work(const std::string& name, const WorkHandle& work);
 
 class GradSync {
  public:

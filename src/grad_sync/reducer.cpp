@@ -199,10 +199,7 @@ void Reducer::finish_buckets() {
     if (bucket.work.work) bucket.work.work->wait();
     if (bucket.work.finish) bucket.work.finish();
     const WorkHandle& work = bucket.work.work;
-    // A device all-reduce may still be running: traced only once known done.
-    if (work && tracer.enabled() && work->test())
-      tracer.record(hook_->name() + " bucket " + std::to_string(b), TraceLane::Communication,
-                    work->started_at(), work->finished_at());
+    if (tracer.enabled()) trace_work(hook_->name() + " bucket " + std::to_string(b), work);
     if (work) last_works_.emplace_back(bucket.launched, work);
     bucket.work = HookWork{};
   }

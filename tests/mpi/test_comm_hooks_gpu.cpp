@@ -76,8 +76,8 @@ BOOST_AUTO_TEST_CASE(quantized_blocks_on_the_gpu_equal_the_cpu) {
   const at::Tensor tags = at::tensor({1.0f, 2.0f});
   at::Tensor on_cpu = at::zeros({layout.stride}, at::kByte);
   at::Tensor on_gpu = at::zeros({layout.stride}, at::TensorOptions(at::kByte).device(device));
-  quantize_block(shard, tags, layout, on_cpu);
-  quantize_block(shard.to(device), tags.to(device), layout, on_gpu);
+  quantize_blocks(shard.view({1, -1}), tags.view({1, -1}), layout, on_cpu);
+  quantize_blocks(shard.to(device).view({1, -1}), tags.to(device).view({1, -1}), layout, on_gpu);
   BOOST_TEST(at::equal(on_gpu.cpu().narrow(0, 0, 1000), on_cpu.narrow(0, 0, 1000)));  // the int8 values
   const at::Tensor back = dequantize_blocks(on_gpu, layout, 1, at::TensorOptions(at::kFloat).device(device));
   BOOST_TEST(at::allclose(back.cpu(), dequantize_blocks(on_cpu, layout, 1, at::TensorOptions(at::kFloat)), 1e-6, 1e-7));

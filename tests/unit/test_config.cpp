@@ -78,7 +78,7 @@ BOOST_AUTO_TEST_CASE(schema_covers_every_section_in_order) {
   std::vector<std::string> expected = {"launch", "distributed", "parallelism", "ddp", "fsdp", "zero", "optimizer",
                                        "scheduler", "train", "model", "checkpoint", "logging"};
   BOOST_TEST(sections == expected, boost::test_tools::per_element());
-  BOOST_TEST(mpiaccel::config_schema().size() == 128u);  // 79 + [train] hdf5_inputs, hdf5_labels, tokenize_from + [checkpoint] async + [model] activation, init_from + 13 Llama keys + [logging] report_to, logging_dir + [train] split_batches and the 4 loader keys + [parallelism] dp_replicate_size, dp_shard_size, tp_size, tp_across_nodes, sequence_parallel + pp_size, pp_schedule, pp_virtual_stages, pp_microbatches, pp_layers + cp_size, cp_comm_strategy + [ddp] comm_hook, comm_wrapper and 7 powersgd_ keys + [fsdp], [zero] quantized_weights
+  BOOST_TEST(mpiaccel::config_schema().size() == 132u);  // 79 + [train] hdf5_inputs, hdf5_labels, tokenize_from + [checkpoint] async + [model] activation, init_from + 13 Llama keys + [logging] report_to, logging_dir + [train] split_batches and the 4 loader keys + [parallelism] dp_replicate_size, dp_shard_size, tp_size, tp_across_nodes, sequence_parallel + pp_size, pp_schedule, pp_virtual_stages, pp_microbatches, pp_layers + cp_size, cp_comm_strategy + [ddp] comm_hook, comm_wrapper and 7 powersgd_ keys + [fsdp], [zero] quantized_weights, quantized_gradients, secondary_partition_size
 }
 
 BOOST_AUTO_TEST_CASE(bool_spellings) {

@@ -175,6 +175,17 @@ BOOST_AUTO_TEST_CASE(deepspeed_json_with_auto_values) {
   BOOST_TEST(setting_of(resolved, "zero.offload_optimizer")->origin == "ds_config.json:10");
 }
 
+// ZeRO++'s three switches, as DeepSpeed's ZeRO++ tutorial writes them.
+BOOST_AUTO_TEST_CASE(deepspeed_zero_plus_plus_maps_onto_zero_keys) {
+  const Config c = resolve_config({{"ds.json", "{\"zero_optimization\": {\"stage\": 3, \"zero_quantized_weights\": true,\n"
+                                                "\"zero_hpz_partition_size\": 2, \"zero_quantized_gradients\": true}}"}})
+                       .config;
+  BOOST_TEST(c.zero.stage == 3);
+  BOOST_TEST(c.zero.quantized_weights);
+  BOOST_TEST(c.zero.quantized_gradients);
+  BOOST_TEST(c.zero.secondary_partition_size == 2);
+}
+
 BOOST_AUTO_TEST_CASE(deepspeed_batch_arithmetic_is_checked_with_the_numbers) {
   const ConfigText ds{"ds.json", R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4,
 "gradient_accumulation_steps": 2})"};
@@ -324,9 +335,9 @@ BOOST_AUTO_TEST_CASE(refused_keys_say_why_and_where) {
                  "a.yaml:2: main_proces_ip = \"10.0.0.1\": not a key mpiaccel knows") == 0);
   BOOST_TEST(error_of({{"a.yaml", "num_processes: four\n"}}) ==
              "a.yaml:1: num_processes = \"four\": not an integer; accepted: a whole number");
-  BOOST_TEST(error_of({{"ds.json", "{\n  \"zero_optimization\": {\"stage\": 3,\n \"zero_quantized_gradients\": true}}"}}) ==
-             "ds.json:3: zero_optimization.zero_quantized_gradients = true: ZeRO++'s quantized gradients (qgZ) are "
-             "not in mpiaccel yet");
+  BOOST_TEST(error_of({{"ds.json", "{\n  \"zero_optimization\": {\"stage\": 3,\n \"zero_quantized_nontrainable_weights\": true}}"}}) ==
+             "ds.json:3: zero_optimization.zero_quantized_nontrainable_weights = true: mpiaccel quantizes the gathers "
+             "of trainable parameters only (zero_quantized_weights)");
   BOOST_TEST(error_of({{"a.yaml", "num_processes: 0\n"}}).find("a.yaml:1: num_processes gives [launch] num_processes") ==
              0);
 }

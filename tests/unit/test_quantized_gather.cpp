@@ -5,6 +5,8 @@
 // its group's scale (max |x| / 127 / 2), zeros and all-zero groups exactly,
 // the largest value of each group exactly; the tags travel exactly; blocks
 // that end inside a group; a block of 4·values + 4·groups + 8 bytes at most.
+// qgZ's blocks (one per destination, no tags) quantized all at once equal
+// the same rows quantized one by one.
 #define BOOST_TEST_MODULE quantized_gather
 #include <boost/test/unit_test.hpp>
 
@@ -27,8 +29,8 @@ BOOST_AUTO_TEST_CASE(values_return_within_half_a_scale) {
       at::Tensor shard = at::randn({values}) * (r + 1);
       if (r == 1) shard.narrow(0, 0, std::min<int64_t>(values, 256)).zero_();  // an all-zero group
       shards.push_back(shard);
-      quantize_block(shard, at::tensor({float(r), 7.0f}), layout,
-                     gathered.narrow(0, r * layout.stride, layout.stride));
+      quantize_blocks(shard.view({1, -1}), at::tensor({float(r), 7.0f}).view({1, -1}), layout,
+                      gathered.narrow(0, r * layout.stride, layout.stride));
     }
     const at::Tensor out = dequantize_blocks(gathered, layout, parts, at::TensorOptions().dtype(at::kFloat))
                                .view({parts, values + 2});
@@ -50,4 +52,20 @@ BOOST_AUTO_TEST_CASE(values_return_within_half_a_scale) {
       BOOST_TEST(out[r][values + 1].item<float>() == 7.0f);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(rows_at_once_equal_rows_one_by_one) {
+  at::manual_seed(5);
+  const int64_t parts = 4, values = 700;
+  const QuantizedBlock layout = quantized_block(values, 0);
+  const at::Tensor rows = at::randn({parts, values}) * at::arange(1, parts + 1).unsqueeze(1);
+  at::Tensor together = at::zeros({parts * layout.stride}, at::kByte);
+  quantize_blocks(rows, at::Tensor(), layout, together);
+  at::Tensor one_by_one = at::zeros({parts * layout.stride}, at::kByte);
+  for (int64_t r = 0; r < parts; ++r)
+    quantize_blocks(rows[r].view({1, -1}), at::Tensor(), layout, one_by_one.narrow(0, r * layout.stride, layout.stride));
+  BOOST_TEST(at::equal(together, one_by_one));
+  const at::Tensor back = dequantize_blocks(together, layout, parts, at::TensorOptions().dtype(at::kFloat));
+  BOOST_TEST(back.numel() == parts * values);
+  BOOST_TEST(((back.view({parts, values}) - rows).abs().max().item<float>() <= rows.abs().max().item<float>() / 254 * 1.0001));
 }

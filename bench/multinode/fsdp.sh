@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Sharded training across 2 hosts of the cluster in a box over a shaped link:
-# ours FSDP, ours FSDP with ZeRO++'s int8 weight all-gathers
-# ([fsdp] quantized_weights), and PyTorch's FSDP2 (fully_shard per
+# ours FSDP (and, at 2 ranks per host, with the two-level reduce-scatters and
+# all-gathers switched off: MPIACCEL_HIERARCHICAL_ALLREDUCE=0), ours FSDP with
+# ZeRO++'s int8 weight all-gathers ([fsdp] quantized_weights), ours with all
+# of ZeRO++ (+ quantized_gradients, secondary_partition_size = 0: backward
+# gathers within the host), and PyTorch's FSDP2 (fully_shard per
 # DecoderLayer, gloo, the .venv's torch: bench/fsdp/torch_peer.py), on the
 # same GPT, batch and AdamW step (bench/fsdp's bench_fsdp, one thread per
 # rank).
@@ -41,6 +44,8 @@ echo "label,ranks,step_ms,link,layout" > "$raw"
 flags=(--oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
 [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
 FSDP=(distributed.strategy=fsdp fsdp.auto_wrap_policy=TRANSFORMER_BASED_WRAP fsdp.transformer_layer_cls_to_wrap=DecoderLayer)
+# ZeRO++'s three parts: int8 weight gathers, int8 gradient all-to-all, backward's gathers within the host.
+ZEROPP=(fsdp.quantized_weights=true fsdp.quantized_gradients=true fsdp.secondary_partition_size=0)
 
 run_config() {  # LINK LAYOUT IMPL
   local link=$1 layout=$2 impl=$3 tmp
@@ -52,7 +57,9 @@ run_config() {  # LINK LAYOUT IMPL
   local args=(--label "$impl" --csv "$tmp" --warmup "$warmup" --iters "$iters" $model)
   case $impl in
     ours-fsdp) cmd=(mpirun "${flags[@]}" "${where[@]}" -np "$np" "$ours" "${args[@]}" "${FSDP[@]}") ;;
+    ours-fsdp-flat) cmd=(mpirun "${flags[@]}" -x MPIACCEL_HIERARCHICAL_ALLREDUCE=0 "${where[@]}" -np "$np" "$ours" "${args[@]}" "${FSDP[@]}") ;;
     ours-fsdp-qwz) cmd=(mpirun "${flags[@]}" "${where[@]}" -np "$np" "$ours" "${args[@]}" "${FSDP[@]}" fsdp.quantized_weights=true) ;;
+    ours-fsdp-zero++) cmd=(mpirun "${flags[@]}" "${where[@]}" -np "$np" "$ours" "${args[@]}" "${FSDP[@]}" "${ZEROPP[@]}") ;;
     torch-fsdp2) cmd=(mpirun "${flags[@]}" "${where[@]}" -np "$np" -x MASTER_ADDR=10.77.0.1 -x MASTER_PORT=$((29500 + RANDOM % 1000))
                       -x GLOO_SOCKET_IFNAME=eth0 "$python" "$root/bench/fsdp/torch_peer.py" --strategy fsdp "${args[@]}") ;;
   esac
@@ -72,7 +79,10 @@ status=0
 for link in $links; do
   "$cluster" up --hosts 2 --link "$link" > /dev/null || exit 1
   for layout in $layouts; do
-    for impl in ours-fsdp ours-fsdp-qwz torch-fsdp2; do
+    impls="ours-fsdp ours-fsdp-qwz ours-fsdp-zero++ torch-fsdp2"
+    # Two ranks per host: also the flat collectives (Open MPI's), as before the two-level ones.
+    [ "${layout#*x}" = 1 ] || impls="$impls ours-fsdp-flat"
+    for impl in $impls; do
       echo "bench/multinode: fsdp, $link, $layout, $impl" >&2
       run_config "$link" "$layout" "$impl" || status=1
     done
@@ -83,10 +93,10 @@ import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 step = {(r["link"], r["layout"], r["label"]): float(r["step_ms"]) for r in rows}
 print("FSDP across 2 hosts of the cluster in a box (median step of the timed steps, ms)")
-print(f"{'link':<14}{'layout':<8}{'impl':<16}{'step ms':>9}{'vs FSDP2':>10}")
+print(f"{'link':<14}{'layout':<8}{'impl':<18}{'step ms':>9}{'vs FSDP2':>10}")
 for (link, layout, impl), t in sorted(step.items()):
     peer = step.get((link, layout, "torch-fsdp2"))
     ratio = f"{peer / t:.2f}x" if peer and impl != "torch-fsdp2" else "-"
-    print(f"{link:<14}{layout:<8}{impl:<16}{t:>9.1f}{ratio:>10}")
+    print(f"{link:<14}{layout:<8}{impl:<18}{t:>9.1f}{ratio:>10}")
 PY
 exit $status

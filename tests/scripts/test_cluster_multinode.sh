@@ -4,8 +4,10 @@
 #   - `mpiaccel env` sees 4 ranks on node1 and node2, local ranks 0/2 and 1/2
 #     and node ids 0/2 and 1/2 on each;
 #   - DDP (node-shared parameters: one copy per host, the hierarchical
-#     all-reduce across them), ZeRO 1, 2 and 3, FSDP FULL_SHARD and
-#     HYBRID_SHARD (sharded within a host, replicated across) on 2 hosts x 2
+#     all-reduce across them), ZeRO 1, 2 and 3, FSDP FULL_SHARD (its
+#     reduce-scatters and all-gathers in two levels), FSDP with hpZ (backward
+#     gathers within the host) and HYBRID_SHARD (sharded within a host,
+#     replicated across) on 2 hosts x 2
 #     ranks reproduce one process with the same global batch: losses of 10
 #     steps within 1e-5 relative, parameters within 1e-5 (ckpt diff), as the
 #     single-host suites;
@@ -50,14 +52,25 @@ declare -A STRATEGY=(
   [zero3]="distributed.strategy=zero zero.stage=3"
   [fsdp]="distributed.strategy=fsdp"
   [hybrid]="distributed.strategy=fsdp fsdp.sharding_strategy=HYBRID_SHARD"
+  [hpz]="distributed.strategy=fsdp fsdp.secondary_partition_size=0 logging.trace=$WORK/hpz.json"
 )
-for name in ddp zero1 zero2 zero3 fsdp hybrid; do
+for name in ddp zero1 zero2 zero3 fsdp hybrid hpz; do
   read -r -a args <<< "${STRATEGY[$name]}"
   train "$name" 10 3 mpi2 2 -- "${args[@]}"
   compare_runs single "$name" 1 10 1e-5
 done
 expect_contains ddp.out "the 2 ranks of each node share one copy of the parameters"
 expect_contains ddp.out "all_reduce: hierarchical over 2 nodes x 2 ranks"
+expect_contains hpz.out "backward gathers within groups of 2 ranks"
+# FSDP's units (≥ 64 KiB) reduce-scatter and gather in two levels, which
+# these runs reproduce the one process through; with hpZ, backward's gathers
+# stay on the host.
+/usr/bin/python3 - "$WORK/hpz.json" <<'PY' || fail "hpZ's backward gathers are not within the host"
+import json, sys
+spans = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+assert any(e["name"].endswith(" in group") for e in spans), sorted({e["name"] for e in spans})
+print("hpZ across hosts: backward gathers within the host")
+PY
 
 # The file both hosts wrote, on one host: 2 ranks of node1, DDP, two more steps.
 train single12 12 12 mpi 1 --

@@ -22,7 +22,7 @@ void check_comm_hook_applies(const Config& config, StrategyKind kind) {
 }
 
 // ZeRO++ works on stage 3's parameter gathers and gradient reduce-scatters;
-// stages 1 and 2 gather no parameters in forward.
+// stages 0 to 2 gather no parameters in forward.
 void refuse_zero_plus_plus_below_stage_3(const ZeroConfig& zero) {
   const char* asked = zero.quantized_weights         ? "quantized_weights (ZeRO++ qwZ)"
                       : zero.quantized_gradients     ? "quantized_gradients (ZeRO++ qgZ)"
@@ -52,6 +52,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Co
                          (config.zero.offload_optimizer == "none" && config.zero.offload_param == "none"),
                      "[zero] stage = 0 is plain DDP and offloads nothing: set offload_optimizer = "
                      "none and offload_param = none, or use stage 1 or 2");
+      if (config.distributed.strategy == "zero") refuse_zero_plus_plus_below_stage_3(config.zero);
       return make_ddp_strategy(config.ddp, std::move(comm), precision);
     case StrategyKind::Zero1:
     case StrategyKind::Zero2:

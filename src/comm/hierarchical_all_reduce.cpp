@@ -127,9 +127,6 @@ void NodeTopology::all_reduce(void* data, int64_t count, int64_t element_bytes, 
                                     displacements.data(), type, node_));
 }
 
-}  // namespace mpiaccel::detail
-
-namespace mpiaccel::detail {
 
 bool NodeTopology::takes_halves(int64_t bytes, int64_t elements) const {
   if (hierarchical_) return elements <= INT_MAX;  // one MPI count within the node
@@ -144,16 +141,18 @@ void NodeTopology::reduce_scatter(const void* input, void* output, int64_t block
   }
   if (block == 0) return;
   const int64_t nodes = size_ / local_size_, bytes = block * element_bytes;
-  std::vector<char> grouped(static_cast<size_t>(size_ * bytes)), node_sum(static_cast<size_t>(nodes * bytes));
+  // Scratch the copies overwrite whole: not zero-filled first.
+  const std::unique_ptr<char[]> grouped(new char[static_cast<size_t>(size_ * bytes)]);
+  const std::unique_ptr<char[]> node_sum(new char[static_cast<size_t>(nodes * bytes)]);
   for (int r = 0; r < size_; ++r)
-    std::memcpy(grouped.data() + place_order_[static_cast<size_t>(r)] * bytes,
+    std::memcpy(grouped.get() + place_order_[static_cast<size_t>(r)] * bytes,
                 static_cast<const char*>(input) + r * bytes, static_cast<size_t>(bytes));
   MPIACCEL_CHECK_MPI(
-      MPI_Reduce_scatter_block(grouped.data(), node_sum.data(), static_cast<int>(nodes * block), type, op, node_));
+      MPI_Reduce_scatter_block(grouped.get(), node_sum.get(), static_cast<int>(nodes * block), type, op, node_));
   if (ring_ && nodes * bytes >= kRingMinBytes)
-    ring_reduce_scatter(node_sum.data(), output, block, element_bytes, type, op, cross_, kRingSegmentBytes);
+    ring_reduce_scatter(node_sum.get(), output, block, element_bytes, type, op, cross_, kRingSegmentBytes);
   else
-    MPIACCEL_CHECK_MPI(MPI_Reduce_scatter_block(node_sum.data(), output, static_cast<int>(block), type, op, cross_));
+    MPIACCEL_CHECK_MPI(MPI_Reduce_scatter_block(node_sum.get(), output, static_cast<int>(block), type, op, cross_));
 }
 
 void NodeTopology::all_gather(const void* input, void* output, int64_t block, int64_t element_bytes,
@@ -164,17 +163,18 @@ void NodeTopology::all_gather(const void* input, void* output, int64_t block, in
   }
   if (block == 0) return;
   const int64_t nodes = size_ / local_size_, bytes = block * element_bytes;
-  std::vector<char> across(static_cast<size_t>(nodes * bytes)), grouped(static_cast<size_t>(size_ * bytes));
+  const std::unique_ptr<char[]> across(new char[static_cast<size_t>(nodes * bytes)]);
+  const std::unique_ptr<char[]> grouped(new char[static_cast<size_t>(size_ * bytes)]);
   if (ring_ && nodes * bytes >= kRingMinBytes)
-    ring_all_gather(input, across.data(), block, element_bytes, type, cross_, kRingSegmentBytes);
+    ring_all_gather(input, across.get(), block, element_bytes, type, cross_, kRingSegmentBytes);
   else
-    MPIACCEL_CHECK_MPI(MPI_Allgather(input, static_cast<int>(block), type, across.data(), static_cast<int>(block),
+    MPIACCEL_CHECK_MPI(MPI_Allgather(input, static_cast<int>(block), type, across.get(), static_cast<int>(block),
                                      type, cross_));
-  MPIACCEL_CHECK_MPI(MPI_Allgather(across.data(), static_cast<int>(nodes * block), type, grouped.data(),
+  MPIACCEL_CHECK_MPI(MPI_Allgather(across.get(), static_cast<int>(nodes * block), type, grouped.get(),
                                    static_cast<int>(nodes * block), type, node_));
   for (int r = 0; r < size_; ++r)
     std::memcpy(static_cast<char*>(output) + r * bytes,
-                grouped.data() + place_order_[static_cast<size_t>(r)] * bytes, static_cast<size_t>(bytes));
+                grouped.get() + place_order_[static_cast<size_t>(r)] * bytes, static_cast<size_t>(bytes));
 }
 
 }  // namespace mpiaccel::detail

@@ -104,12 +104,12 @@ const NodeTopology* MpiCommunicator::hierarchy_for(const at::Tensor& tensor) {
   if (size_ < 2 || tensor.numel() * tensor.element_size() < kHierarchicalMinBytes) return nullptr;
   std::lock_guard<std::mutex> lock(topology_mutex_);
   if (!topology_checked_) {
-    // Inside the first large all-reduce's own task: the same op, at the same
-    // place in every rank's queue, so the ranks decide together (and a
-    // deadline names that all-reduce).
+    // Inside the first large collective's own task (an all-reduce,
+    // reduce-scatter or all-gather): the same op, at the same place in every
+    // rank's queue, so the ranks decide together (and a deadline names it).
     topology_checked_ = true;
     topology_ = NodeTopology::create(comm_);
-    if (topology_ && rank_ == 0) log_debug("all_reduce: " + topology_->describe());
+    if (topology_ && rank_ == 0) log_debug("collectives across nodes: " + topology_->describe());
   }
   return topology_.get();
 }

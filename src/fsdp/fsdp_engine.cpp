@@ -87,7 +87,7 @@ FsdpEngine::~FsdpEngine() {
 // ---------------------------------------------------------------- gathering
 
 void FsdpEngine::launch_gather(FsdpUnit& u, bool exact) {
-  if (!exact && u.secondary.defined()) {
+  if (!exact && u.secondary.defined() && in_backward()) {
     launch_secondary_gather(u);
     return;
   }
@@ -180,7 +180,10 @@ void FsdpEngine::check_tags(const FsdpUnit& u, const at::Tensor& tags) const {
   bool same = true;
   for (int r = 0; r < parts; ++r) same = same && t[2 * r] + kTagBase * t[2 * r + 1] == expected;
   if (same) return;
-  // Every rank of the group holds every tag: all of them throw this message.
+  // Every rank of the gather holds every tag: all of them throw this message.
+  // (An hpZ gather in backward spans one secondary group: the other groups
+  // meet the failure at their next collective, within its deadline. Forward's
+  // gathers, over the whole shard group, catch a divergence first.)
   std::string who;
   for (int r = 0; r < parts; ++r) {
     const double v = t[2 * r] + kTagBase * t[2 * r + 1] - 1;
@@ -298,7 +301,9 @@ at::Tensor FsdpEngine::run(torch::nn::Module& module, const at::Tensor& input,
     });
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  // Without a backward to come (eval, no_grad), nothing needs the parameters.
+  // Without a backward to come (eval, no_grad), nothing needs the parameters,
+  // nor hpZ's part of them.
+  if (!backward_follows) units_[index].secondary = at::Tensor();
   if (!backward_follows || options_.reshard_after_forward) reshard(units_[index]);
   return output;
 }
@@ -370,10 +375,10 @@ void FsdpEngine::launch_quantized_reduce(FsdpUnit& u, const at::Tensor& input) {
 
 void FsdpEngine::finish_quantized_reduce(FsdpUnit& u) {
   const int parts = u.layout.parts();
-  const at::Tensor received =
-      dequantize_blocks(u.reduce_received, quantized_block(u.layout.block(), 0), parts, u.full_options);
+  const at::Tensor received = dequantize_blocks(u.reduce_received, quantized_block(u.layout.block(), 0), parts,
+                                                u.full_options.dtype(at::kFloat));
   u.reduce_received = at::Tensor();
-  u.reduce_out = received.view({parts, -1}).sum(0).div_(parts);
+  u.reduce_out = received.view({parts, -1}).sum(0).div_(parts).to(u.full_options.dtype());
 }
 
 void FsdpEngine::drop_secondaries() {

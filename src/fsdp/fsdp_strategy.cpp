@@ -231,6 +231,7 @@ Strategy::MemoryAccount FsdpStrategy::memory(torch::optim::Optimizer& optimizer)
   for (const FsdpUnit& u : engine_->units()) {
     account.param_bytes += bytes_of(u.local);
     if (u.persistent() || u.gathered) account.param_bytes += u.full_bytes;
+    account.param_bytes += bytes_of(u.secondary);  // hpZ's part, from forward to backward
   }
   for (const FsdpParam& p : engine_->params()) {
     sharded.insert(p.full.unsafeGetTensorImpl());

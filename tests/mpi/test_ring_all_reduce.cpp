@@ -1,4 +1,4 @@
-// ctest: links mpiaccel; np 1 2 3 4; timeout 180
+// ctest: links mpiaccel; np 1 2 3 4 6; timeout 180
 // The pipelined ring all-reduce that carries large all-reduces across nodes
 // (src/comm/ring_all_reduce.cpp, docs/comm.md, "Across nodes"), driven
 // directly over a duplicate of the world (one host has no second node to
@@ -9,7 +9,8 @@
 // bit-identical on every rank. Its halves, the ring reduce-scatter and
 // all-gather (in place and not), equal what each rank computes alone and
 // leave the input as given; so do the two-level halves and all-reduce of
-// NodeTopology over nodes pretended by rank color (in blocks, round robin).
+// NodeTopology over nodes pretended by rank color (in blocks, round robin;
+// 2 x 2, 3 x 2 and 2 x 3).
 #define BOOST_TEST_MODULE ring_all_reduce
 #include "support/mpi_test.hpp"
 
@@ -134,41 +135,53 @@ BOOST_AUTO_TEST_CASE(ring_halves_equal_reduce_scatter_and_all_gather) {
 }
 
 // The two-level reduce-scatter and all-gather (hierarchical_all_reduce.cpp),
-// over nodes pretended on one host: ranks in blocks ({0,1} {2,3}) and round
-// robin ({0,2} {1,3}), so blocks must be regrouped by place in the node and
-// back. Small blocks cross by MPI, large ones (≥ 1 MiB across) by the ring.
+// over nodes pretended on one host, L ranks each, in blocks ({0,1} {2,3}) and
+// round robin ({0,2} {1,3}), so blocks must be regrouped by place in the node
+// and back; at np 6 both 3 nodes x 2 and 2 nodes x 3, where a swap of nodes
+// and places would show. Small blocks cross by MPI, large ones (≥ 1 MiB
+// across) by the ring. Every hierarchical layout must have run its cases.
 BOOST_AUTO_TEST_CASE(two_level_halves_over_pretended_nodes) {
   mpiaccel::detail::init_mpi_types();
   const int n = world().size(), me = world().rank();
   bool ok = true;
-  for (int layout = 0; layout < 2; ++layout) {
-    const int color = layout == 0 ? me / 2 : me % 2;
-    auto topology = mpiaccel::detail::NodeTopology::create(MPI_COMM_WORLD, color);
-    if (!topology) continue;  // one node (np 1, or np 2 in blocks)
-    if (n == 4) ok = ok && topology->hierarchical();
-    for (at::ScalarType dtype : {at::kFloat, at::kLong})
-      for (int64_t block : {0, 1, 7, 300000}) {
-        const int64_t bytes = n * block * c10::elementSize(dtype);
-        if (!topology->takes_halves(bytes, n * block)) continue;
-        const MPI_Datatype type = mpiaccel::detail::mpi_datatype(dtype);
-        const at::Tensor input = values_of(me, n * block, dtype);
-        at::Tensor output = at::empty({block}, dtype);
-        topology->reduce_scatter(input.data_ptr(), output.data_ptr(), block, input.element_size(), type,
-                                 mpiaccel::detail::mpi_reduce_op(ReduceOp::Sum, dtype));
-        ok = ok && at::equal(output, expected(n * block, dtype, ReduceOp::Sum).narrow(0, me * block, block));
-        ok = ok && at::equal(input, values_of(me, n * block, dtype));
-        at::Tensor want = at::empty({n * block}, dtype);
-        for (int r = 0; r < n; ++r) want.narrow(0, r * block, block).copy_((at::arange(block, at::kLong) % 100 + r).to(dtype));
-        at::Tensor gathered = at::zeros({n * block}, dtype);
-        gathered.narrow(0, me * block, block).copy_(want.narrow(0, me * block, block));
-        topology->all_gather(gathered.narrow(0, me * block, block).data_ptr(), gathered.data_ptr(), block,
-                             gathered.element_size(), type);  // in place
-        ok = ok && at::equal(gathered, want);
-        at::Tensor summed = values_of(me, n * block, dtype);
-        topology->all_reduce(summed.data_ptr(), summed.numel(), summed.element_size(), type,
-                             mpiaccel::detail::mpi_reduce_op(ReduceOp::Sum, dtype));
-        ok = ok && at::equal(summed, expected(n * block, dtype, ReduceOp::Sum));
-      }
+  for (int local : {2, 3})
+    for (bool round_robin : {false, true}) {
+      if (n % local != 0 || n == local) continue;
+      const int color = round_robin ? me % (n / local) : me / local;
+      auto topology = mpiaccel::detail::NodeTopology::create(MPI_COMM_WORLD, color);
+      ok = ok && topology && topology->hierarchical() && topology->local_size() == local;
+      int ran = 0;
+      for (at::ScalarType dtype : {at::kFloat, at::kLong})
+        for (int64_t block : {0, 1, 7, 300000}) {
+          if (!topology || !topology->takes_halves(n * block * c10::elementSize(dtype), n * block)) continue;
+          ++ran;
+          const MPI_Datatype type = mpiaccel::detail::mpi_datatype(dtype);
+          const at::Tensor input = values_of(me, n * block, dtype);
+          at::Tensor output = at::empty({block}, dtype);
+          topology->reduce_scatter(input.data_ptr(), output.data_ptr(), block, input.element_size(), type,
+                                   mpiaccel::detail::mpi_reduce_op(ReduceOp::Sum, dtype));
+          ok = ok && at::equal(output, expected(n * block, dtype, ReduceOp::Sum).narrow(0, me * block, block));
+          ok = ok && at::equal(input, values_of(me, n * block, dtype));
+          at::Tensor want = at::empty({n * block}, dtype);
+          for (int r = 0; r < n; ++r)
+            want.narrow(0, r * block, block).copy_((at::arange(block, at::kLong) % 100 + r).to(dtype));
+          at::Tensor gathered = at::zeros({n * block}, dtype);
+          gathered.narrow(0, me * block, block).copy_(want.narrow(0, me * block, block));
+          topology->all_gather(gathered.narrow(0, me * block, block).data_ptr(), gathered.data_ptr(), block,
+                               gathered.element_size(), type);  // in place
+          ok = ok && at::equal(gathered, want);
+          at::Tensor summed = values_of(me, n * block, dtype);
+          topology->all_reduce(summed.data_ptr(), summed.numel(), summed.element_size(), type,
+                               mpiaccel::detail::mpi_reduce_op(ReduceOp::Sum, dtype));
+          ok = ok && at::equal(summed, expected(n * block, dtype, ReduceOp::Sum));
+        }
+      ok = ok && ran == 8;
+    }
+  // One rank per pretended node: not hierarchical; the halves go around the ring for large buffers only.
+  if (n > 1) {
+    auto topology = mpiaccel::detail::NodeTopology::create(MPI_COMM_WORLD, me);
+    ok = ok && topology && !topology->hierarchical() && topology->takes_halves(int64_t{1} << 20, 1 << 18) &&
+         !topology->takes_halves(4096, 1024);
   }
   MPIACCEL_CHECK_ALL(ok);
 }

@@ -160,11 +160,9 @@ PY
     || { cat resume.diff; fail "parameters differ after the resume"; }
 }
 
-# compare_runs REFERENCE CANDIDATE FIRST LAST TOLERANCE [PARAM_TOLERANCE]: two
-# `mpiaccel train` runs agree: every loss of steps FIRST..LAST (NAME.jsonl)
-# within TOLERANCE relative, and the final checkpoints (NAME.ckpt) within
-# PARAM_TOLERANCE (default TOLERANCE) absolute.
-compare_runs() {
+# compare_losses A B FIRST LAST TOL: the losses of steps FIRST..LAST in
+# A.jsonl and B.jsonl within TOL (relative) of each other.
+compare_losses() {
   /usr/bin/python3 - "$1.jsonl" "$2.jsonl" "$3" "$4" "$5" <<'PY' || fail "$2 differs from $1"
 import json, sys
 def losses(p): return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
@@ -175,6 +173,33 @@ worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in steps)
 print(f"{sys.argv[2]}: worst loss relative difference {worst:.2e}")
 assert worst <= float(sys.argv[5])
 PY
+}
+# expect_backward_gathers_in_group TRACE RANKS: in the Chrome trace of an FSDP
+# run with hpZ, on each of RANKS ranks, every all-gather of a unit that starts
+# inside a backward span is a group gather ("... in group"), and forward's are not.
+expect_backward_gathers_in_group() {
+  /usr/bin/python3 - "$1" "$2" <<'PY' || fail "the trace does not show backward's gathers within the group"
+import json, sys
+spans = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+for rank in range(int(sys.argv[2])):
+    mine = [e for e in spans if e["pid"] == rank]
+    backward = [e for e in mine if e["name"] == "backward"]
+    gathers = [e for e in mine if e["name"].startswith("all_gather ") and "<root>" not in e["name"]]
+    def in_backward(g): return any(b["ts"] <= g["ts"] <= b["ts"] + b["dur"] for b in backward)
+    late = [g["name"] for g in gathers if in_backward(g)]
+    early = [g["name"] for g in gathers if not in_backward(g)]
+    assert backward and late and early, (len(backward), len(late), len(early))
+    assert all(name.endswith(" in group") for name in late), sorted(set(late))
+    assert not any(name.endswith(" in group") for name in early), sorted(set(early))
+print(f"hpZ: every backward gather of a unit within the group, forward's over all ranks, on {sys.argv[2]} ranks")
+PY
+}
+# compare_runs REFERENCE CANDIDATE FIRST LAST TOLERANCE [PARAM_TOLERANCE]: two
+# `mpiaccel train` runs agree: every loss of steps FIRST..LAST (NAME.jsonl)
+# within TOLERANCE relative, and the final checkpoints (NAME.ckpt) within
+# PARAM_TOLERANCE (default TOLERANCE) absolute.
+compare_runs() {
+  compare_losses "$@"
   "$MPIACCEL" ckpt diff "$1.ckpt" "$2.ckpt" --atol "${6:-$5}" > "$2.diff" 2>&1 \
     || { cat "$2.diff"; fail "$2 parameters differ from $1"; }
 }

@@ -43,20 +43,7 @@ SHORT=(train.max_steps=20 train.eval_every=1000 train.log_every=1)
 train_run plain20 4 12 GPT "${SHORT[@]}"
 train_run hpz20 4 12 GPT "${SHORT[@]}" fsdp.secondary_partition_size=2 logging.trace=hpz.json
 compare_runs plain20 hpz20 1 20 0
-/usr/bin/python3 - hpz.json <<'PY' || fail "the trace does not show backward's gathers within the group"
-import json, sys
-spans = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
-for rank in range(4):
-    mine = [e for e in spans if e["pid"] == rank]
-    backward = [e for e in mine if e["name"] == "backward"]
-    gathers = [e for e in mine if e["name"].startswith("all_gather blocks.")]
-    def in_backward(g): return any(b["ts"] <= g["ts"] <= b["ts"] + b["dur"] for b in backward)
-    late = [g["name"] for g in gathers if in_backward(g)]
-    assert backward and late, (len(backward), len(late))
-    assert all(name.endswith(" in group") for name in late), sorted(set(late))
-    assert any(g["name"].endswith(" in group") is False for g in gathers), "forward gathers the whole world"
-print("hpZ: every backward gather of a unit within the group of 2, on every rank")
-PY
+expect_backward_gathers_in_group hpz.json 4
 
 ALL=(fsdp.quantized_weights=true fsdp.quantized_gradients=true fsdp.secondary_partition_size=0)
 expect_exact_resume GPT train.eval_every=1000 "${ALL[@]}"

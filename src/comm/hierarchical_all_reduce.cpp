@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -120,13 +121,13 @@ void NodeTopology::all_reduce(void* data, int64_t count, int64_t element_bytes, 
     offset += counts[static_cast<size_t>(r)];
   }
   const int mine = counts[static_cast<size_t>(local_rank_)];
-  std::vector<char> slice(static_cast<size_t>(std::max(mine, 1)) * static_cast<size_t>(element_bytes));
-  MPIACCEL_CHECK_MPI(MPI_Reduce_scatter(data, slice.data(), counts.data(), type, op, node_));
-  all_reduce_across(slice.data(), mine, element_bytes, type, op);
-  MPIACCEL_CHECK_MPI(MPI_Allgatherv(slice.data(), mine, type, data, counts.data(),
+  const auto slice_bytes = static_cast<size_t>(std::max(mine, 1)) * static_cast<size_t>(element_bytes);
+  const std::unique_ptr<char[]> slice(new char[slice_bytes]);
+  MPIACCEL_CHECK_MPI(MPI_Reduce_scatter(data, slice.get(), counts.data(), type, op, node_));
+  all_reduce_across(slice.get(), mine, element_bytes, type, op);
+  MPIACCEL_CHECK_MPI(MPI_Allgatherv(slice.get(), mine, type, data, counts.data(),
                                     displacements.data(), type, node_));
 }
-
 
 bool NodeTopology::takes_halves(int64_t bytes, int64_t elements) const {
   if (hierarchical_) return elements <= INT_MAX;  // one MPI count within the node
@@ -150,7 +151,7 @@ void NodeTopology::reduce_scatter(const void* input, void* output, int64_t block
   MPIACCEL_CHECK_MPI(
       MPI_Reduce_scatter_block(grouped.get(), node_sum.get(), static_cast<int>(nodes * block), type, op, node_));
   if (ring_ && nodes * bytes >= kRingMinBytes)
-    ring_reduce_scatter(node_sum.get(), output, block, element_bytes, type, op, cross_, kRingSegmentBytes);
+    ring_reduce_scatter_in_place(node_sum.get(), output, block, element_bytes, type, op, cross_, kRingSegmentBytes);
   else
     MPIACCEL_CHECK_MPI(MPI_Reduce_scatter_block(node_sum.get(), output, static_cast<int>(block), type, op, cross_));
 }

@@ -58,7 +58,6 @@ class NodeTopology {
                   MPI_Op op) const;
 
   bool hierarchical() const { return hierarchical_; }
-  bool ring() const { return ring_; }
   /// Whether reduce_scatter and all_gather below take a whole buffer of
   /// `bytes` in `elements`: the ring over every rank, or the two levels.
   bool takes_halves(int64_t bytes, int64_t elements) const;

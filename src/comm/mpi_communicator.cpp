@@ -8,7 +8,6 @@
 #include <numeric>
 
 #include "comm/hierarchical_all_reduce.hpp"
-#include "comm/ring_all_reduce.hpp"
 #include "comm/mpi_handle.hpp"
 #include "comm/mpi_types.hpp"
 #include "comm/shm_block.hpp"

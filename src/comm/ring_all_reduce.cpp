@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "runtime/check_mpi.hpp"
@@ -53,7 +54,6 @@ class Ring {
   }
   int steps() const { return 2 * (size_ - 1); }
   int size() const { return size_; }
-  int rank() const { return rank_; }
 
  private:
   int chunk_in(int t) const { return ((rank_ - t - 1 - shift_) % size_ + size_) % size_; }
@@ -129,19 +129,29 @@ void ring_all_reduce(void* data, int64_t count, int64_t element_bytes, MPI_Datat
   if (ring.size() > 1) ring.run(0, ring.steps());
 }
 
-void ring_reduce_scatter(const void* input, void* output, int64_t block, int64_t element_bytes, MPI_Datatype type,
-                         MPI_Op op, MPI_Comm comm, int64_t segment_bytes) {
+void ring_reduce_scatter_in_place(void* data, void* output, int64_t block, int64_t element_bytes, MPI_Datatype type,
+                                  MPI_Op op, MPI_Comm comm, int64_t segment_bytes) {
+  if (block == 0) return;
   int size = 1, rank = 0;
   MPIACCEL_CHECK_MPI(MPI_Comm_size(comm, &size));
   MPIACCEL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-  if (block == 0) return;
-  const auto bytes = static_cast<size_t>(block * element_bytes);
-  // Reduced in a copy: the input stays as the caller gave it.
-  std::vector<char> work(bytes * static_cast<size_t>(size));
-  std::memcpy(work.data(), input, work.size());
-  Ring ring(work.data(), block * size, element_bytes, type, op, comm, segment_bytes, /*shift=*/1);
+  Ring ring(static_cast<char*>(data), block * size, element_bytes, type, op, comm, segment_bytes, /*shift=*/1);
   if (size > 1) ring.run(0, size - 1);
-  std::memcpy(output, work.data() + bytes * static_cast<size_t>(rank), bytes);
+  const auto bytes = static_cast<size_t>(block * element_bytes);
+  std::memcpy(output, static_cast<char*>(data) + bytes * static_cast<size_t>(rank), bytes);
+}
+
+void ring_reduce_scatter(const void* input, void* output, int64_t block, int64_t element_bytes, MPI_Datatype type,
+                         MPI_Op op, MPI_Comm comm, int64_t segment_bytes) {
+  int size = 1;
+  MPIACCEL_CHECK_MPI(MPI_Comm_size(comm, &size));
+  if (block == 0) return;
+  // Reduced in a copy (overwritten whole: not zero-filled first), so the
+  // input stays as the caller gave it.
+  const auto bytes = static_cast<size_t>(block * element_bytes) * static_cast<size_t>(size);
+  const std::unique_ptr<char[]> work(new char[bytes]);
+  std::memcpy(work.get(), input, bytes);
+  ring_reduce_scatter_in_place(work.get(), output, block, element_bytes, type, op, comm, segment_bytes);
 }
 
 void ring_all_gather(const void* input, void* output, int64_t block, int64_t element_bytes, MPI_Datatype type,

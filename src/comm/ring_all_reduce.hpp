@@ -28,6 +28,10 @@ void ring_all_reduce(void* data, int64_t count, int64_t element_bytes, MPI_Datat
 /// contract). Each rank sends (p − 1)/p of the input.
 void ring_reduce_scatter(const void* input, void* output, int64_t block, int64_t element_bytes, MPI_Datatype type,
                          MPI_Op op, MPI_Comm comm, int64_t segment_bytes);
+/// The same, reducing in `data` (size·block elements), which it leaves
+/// clobbered: for a caller whose input is scratch already.
+void ring_reduce_scatter_in_place(void* data, void* output, int64_t block, int64_t element_bytes, MPI_Datatype type,
+                                  MPI_Op op, MPI_Comm comm, int64_t segment_bytes);
 /// The all-gather half alone: rank r's `block` elements of `input` land at
 /// block r of every rank's `output` (size·block elements; `input` may be
 /// that block already: MPI_Allgather's contract, in place or not).

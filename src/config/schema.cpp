@@ -13,6 +13,21 @@ namespace {
 // The key is the member's own name, so a struct field and its key cannot drift.
 #define MPIACCEL_KEY(Struct, member) #member, &Struct::member
 
+// ZeRO++'s three switches: the same keys in [fsdp] and in [zero] (stage 3).
+template <class S>
+void add_zero_plus_plus(SectionRows<S>& section) {
+  section
+      .flag(MPIACCEL_KEY(S, quantized_weights),
+            "ZeRO++ qwZ (FSDP, ZeRO-3): all-gather parameters in int8 with a scale per 256 values (a quarter of "
+            "fp32's bytes)")
+      .integer(MPIACCEL_KEY(S, secondary_partition_size), at_least(0),
+               "ZeRO++ hpZ (FSDP, ZeRO-3): groups of this many ranks keep a second shard for backward's gathers; "
+               "1 = off, 0 = one node's ranks")
+      .flag(MPIACCEL_KEY(S, quantized_gradients),
+            "ZeRO++ qgZ (FSDP, ZeRO-3): reduce-scatter gradients in int8 with a scale per 256 values, by "
+            "all-to-all");
+}
+
 std::vector<KeySpec> build_schema() {
   std::vector<KeySpec> rows;
   const std::vector<std::string> dtypes = {"auto", "fp32", "bf16", "fp16"};
@@ -111,7 +126,7 @@ std::vector<KeySpec> build_schema() {
                "seed of PowerSGD's initial random Q, the same on every rank (random_seed)");
 
   using F = FsdpConfig;
-  rows_of(rows, "fsdp", &Config::fsdp)
+  add_zero_plus_plus(rows_of(rows, "fsdp", &Config::fsdp)
       .integer(MPIACCEL_KEY(F, version), between(1, 2), "FSDP API generation (2 = per-parameter)")
       .choice(MPIACCEL_KEY(F, sharding_strategy), {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD"},
               "what is sharded: params+grads+state, grads+state, or full shard within a group")
@@ -136,17 +151,10 @@ std::vector<KeySpec> build_schema() {
             "only rank 0 materialises full weights; the others receive their shard")
       .flag(MPIACCEL_KEY(F, activation_checkpointing), "recompute unit activations in backward")
       .choice(MPIACCEL_KEY(F, state_dict_type), {"SHARDED_STATE_DICT", "FULL_STATE_DICT"},
-              "checkpoint layout: each rank's shards, or consolidated tensors")
-      .flag(MPIACCEL_KEY(F, quantized_weights),
-            "ZeRO++ qwZ: all-gather parameters in int8 with a scale per 256 values (a quarter of fp32's bytes)")
-      .integer(MPIACCEL_KEY(F, secondary_partition_size), at_least(0),
-               "ZeRO++ hpZ: groups of this many ranks keep a second shard for backward's gathers; 1 = off, "
-               "0 = one node's ranks")
-      .flag(MPIACCEL_KEY(F, quantized_gradients),
-            "ZeRO++ qgZ: reduce-scatter gradients in int8 with a scale per 256 values, by all-to-all");
+              "checkpoint layout: each rank's shards, or consolidated tensors"));
 
   using Z = ZeroConfig;
-  rows_of(rows, "zero", &Config::zero)
+  add_zero_plus_plus(rows_of(rows, "zero", &Config::zero)
       .integer(MPIACCEL_KEY(Z, stage), between(0, 3),
                "0 = plain DDP, 1 = shard optimizer state, 2 = + gradients, 3 = + parameters")
       .choice(MPIACCEL_KEY(Z, offload_optimizer), {"none", "cpu"},
@@ -154,14 +162,7 @@ std::vector<KeySpec> build_schema() {
       .choice(MPIACCEL_KEY(Z, offload_param), {"none", "cpu"},
               "where stage-3 parameter shards live")
       .real(MPIACCEL_KEY(Z, reduce_bucket_mb), positive(), "reduce-scatter bucket size in MiB")
-      .real(MPIACCEL_KEY(Z, allgather_bucket_mb), positive(), "all-gather bucket size in MiB")
-      .flag(MPIACCEL_KEY(Z, quantized_weights),
-            "stage 3: ZeRO++ qwZ, parameters all-gathered in int8 with a scale per 256 values")
-      .integer(MPIACCEL_KEY(Z, secondary_partition_size), at_least(0),
-               "stage 3: ZeRO++ hpZ, groups of this many ranks keep a second shard for backward; 1 = off, "
-               "0 = one node's ranks")
-      .flag(MPIACCEL_KEY(Z, quantized_gradients),
-            "stage 3: ZeRO++ qgZ, gradients reduce-scattered in int8 with a scale per 256 values");
+      .real(MPIACCEL_KEY(Z, allgather_bucket_mb), positive(), "all-gather bucket size in MiB"));
 
   using O = OptimizerConfig;
   rows_of(rows, "optimizer", &Config::optimizer)

@@ -113,7 +113,7 @@ void FsdpEngine::launch_gather(FsdpUnit& u, bool exact) {
   own.narrow(0, block + 1, 1).fill_(static_cast<double>(tag / kTagBase));
   u.gather_work = comms_.gather->all_gather_async(buffer, own);
   u.gather_buffer = buffer;
-  u.gather_kind = "";
+  u.gather_kind = FsdpGatherKind::Full;
 }
 
 // ZeRO++ qwZ: this rank's block as int8 with per-group scales, the tag beside them.
@@ -127,8 +127,7 @@ void FsdpEngine::launch_quantized_gather(FsdpUnit& u) {
   quantize_blocks(u.local.view({1, -1}), tags.view({1, -1}), layout, own);
   u.gather_work = comms_.gather->all_gather_async(buffer, own);
   u.gather_buffer = buffer;
-  u.gather_quantized = true;
-  u.gather_kind = " int8";
+  u.gather_kind = FsdpGatherKind::Int8;
 }
 
 // ZeRO++ hpZ: the group's parts of forward's gathered buffer make the whole
@@ -141,11 +140,11 @@ void FsdpEngine::launch_secondary_gather(FsdpUnit& u) {
   own.copy_(u.secondary);
   u.gather_work = group.all_gather_async(buffer, own);
   u.gather_buffer = buffer;
-  u.gather_kind = " in group";
+  u.gather_kind = FsdpGatherKind::InGroup;
 }
 
 bool FsdpEngine::keeps_secondary(const FsdpUnit& u) const {
-  return options_.secondary_partition && !u.secondary.defined() && !u.persistent() && at::GradMode::is_enabled() &&
+  return comms_.secondary && !u.secondary.defined() && !u.persistent() && at::GradMode::is_enabled() &&
          !in_backward();
 }
 
@@ -155,9 +154,8 @@ at::Tensor FsdpEngine::finish_gather_buffer(FsdpUnit& u) {
   u.gather_work.reset();
   u.gather_buffer = at::Tensor();
   work->wait();
-  if (Tracer::instance().enabled()) trace_work("all_gather " + u.display_name() + u.gather_kind, work);
-  if (u.gather_quantized) {
-    u.gather_quantized = false;
+  if (Tracer::instance().enabled()) trace_work("all_gather " + u.display_name() + trace_suffix(u.gather_kind), work);
+  if (u.gather_kind == FsdpGatherKind::Int8) {
     buffer = dequantize_blocks(buffer, quantized_block(u.layout.block(), kTag), u.layout.parts(), u.full_options);
   }
   const int64_t block = u.layout.block();
@@ -401,12 +399,12 @@ void FsdpEngine::finish_buckets() {
     FsdpUnit& u = units_[k];
     if (!u.reduce_work) continue;
     u.reduce_work->wait();
+    const bool quantized = u.reduce_received.defined();
     if (Tracer::instance().enabled())
-      trace_work((u.reduce_received.defined() ? "all_to_all " : "reduce_scatter ") + u.display_name() +
-                     (u.reduce_received.defined() ? " int8" : ""),
+      trace_work(quantized ? "all_to_all " + u.display_name() + " int8" : "reduce_scatter " + u.display_name(),
                  u.reduce_work);
     u.reduce_work.reset();
-    if (u.reduce_received.defined()) {
+    if (quantized) {
       finish_quantized_reduce(u);
     } else {
       if (u.reduce_out.scalar_type() != u.full_options.dtype().toScalarType())

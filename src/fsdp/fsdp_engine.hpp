@@ -57,9 +57,7 @@ struct FsdpOptions {
   /// ZeRO++ qgZ: the gradient reduce-scatter as an all-to-all of int8 blocks
   /// with scales, summed in float32 on arrival; reduce_dtype then does not apply.
   bool quantized_gradients = false;
-  /// ZeRO++ hpZ: forward's gathers keep this rank's part of the unit for its
-  /// secondary group (FsdpComms::secondary), and backward gathers from those.
-  bool secondary_partition = false;
+  // ZeRO++ hpZ is on when FsdpComms::secondary exists.
 };
 
 struct FsdpComms {
@@ -67,8 +65,9 @@ struct FsdpComms {
   std::shared_ptr<Communicator> gather;   ///< the shard group, all-gathers only
   std::shared_ptr<Communicator> reduce;   ///< the shard group, reduce-scatters only
   std::shared_ptr<Communicator> replica;  ///< across shard groups (hybrid), else null
-  /// hpZ: consecutive ranks of the shard group (a node's, or
-  /// secondary_partition_size of them), backward's all-gathers only; else null.
+  /// ZeRO++ hpZ: consecutive ranks of the shard group (a node's, or
+  /// secondary_partition_size of them), backward's all-gathers only; else
+  /// null. Forward's gathers keep this rank's part of each unit for it.
   std::shared_ptr<Communicator> secondary;
 };
 

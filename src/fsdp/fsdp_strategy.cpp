@@ -55,8 +55,7 @@ FsdpOptions options_from(const FsdpConfig& config) {
   FsdpOptions options;
   options.quantized_weights = config.quantized_weights;
   options.quantized_gradients = config.quantized_gradients;
-  options.secondary_partition = config.secondary_partition_size != 1;
-  MPIACCEL_CHECK(!options.secondary_partition || (sharding == "FULL_SHARD" && config.reshard_after_forward),
+  MPIACCEL_CHECK(config.secondary_partition_size == 1 || (sharding == "FULL_SHARD" && config.reshard_after_forward),
                  "[fsdp] secondary_partition_size (ZeRO++ hpZ) keeps a second shard for backward when forward "
                  "frees the gathered parameters: it needs sharding_strategy = FULL_SHARD and "
                  "reshard_after_forward = true; set secondary_partition_size = 1 otherwise");

@@ -16,6 +16,12 @@ class Module;
 
 namespace mpiaccel::detail {
 
+enum class FsdpGatherKind { Full, Int8, InGroup };
+/// For the trace's span names: "", " int8", " in group".
+inline const char* trace_suffix(FsdpGatherKind kind) {
+  return kind == FsdpGatherKind::Int8 ? " int8" : kind == FsdpGatherKind::InGroup ? " in group" : "";
+}
+
 /// One sharded parameter.
 struct FsdpParam {
   std::string name;  ///< first fully qualified name (model.named_parameters())
@@ -46,8 +52,9 @@ struct FsdpUnit {
   bool gathered = true;   ///< full parameters hold data
   WorkHandle gather_work; ///< an all-gather in flight (prefetch)
   at::Tensor gather_buffer;
-  bool gather_quantized = false;  ///< gather_buffer holds int8 blocks (ZeRO++ qwZ)
-  const char* gather_kind = "";   ///< the trace's name for the gather in flight: "", " int8", " in group"
+  /// What gather_buffer holds: the blocks as they are, int8 blocks (ZeRO++
+  /// qwZ), or the secondary group's parts (ZeRO++ hpZ).
+  FsdpGatherKind gather_kind = FsdpGatherKind::Full;
   /// ZeRO++ hpZ: this rank's part of the gathered buffer (1/secondary group
   /// of it), kept from forward's gather until the unit's gradients are done;
   /// backward gathers it within the secondary group instead of the world.

@@ -11,11 +11,15 @@ A program's files (the mpiaccel command) may include every public header and
 the internal headers of the modules it names. The umbrella header
 (mpiaccel/mpiaccel.hpp) may include every public header.
 
+An include never climbs out of its folder with "../": a path relative to
+the including file would otherwise pass as the module's own.
+
 Also checked: USES names known modules, declares nothing it does not
 include, and has no cycle; every public header has one owner and is reached
 from the umbrella header; and, with
 --design, the table in docs/design.md between <!-- module-table --> and
-<!-- /module-table --> is this one.
+<!-- /module-table --> is this one, row for row in the build's order, which
+is a valid build order (each module below every module it uses).
 
 Exit status 0 when all holds; 1 with one line per broken rule (file:line,
 what it includes, whose that is, and what its module declares).
@@ -167,8 +171,12 @@ class Checker:
             if not match:
                 continue
             bracket, target = match.groups()
-            kind, owner = self.owner_of(target, os.path.dirname(path))
             where = f"{shown}:{number}: #include {bracket}{target}{'>' if bracket == '<' else chr(34)}"
+            if bracket == '"' and ".." in target.split("/"):
+                self.fail(f"{where}: an include climbs out of its folder with '../'; name the "
+                          f"header by its module's path (\"module/file.hpp\", \"mpiaccel/file.hpp\")")
+                continue
+            kind, owner = self.owner_of(target, os.path.dirname(path))
             if kind in ("outside", "local"):
                 continue
             if owner == "?":
@@ -220,6 +228,7 @@ class Checker:
                 continue
             documented[cells[0]] = set(re.findall(r"[a-z_]+", cells[1].replace("—", "")))
         shown = os.path.relpath(path, self.root)
+        self.check_design_order(shown, documented)
         for name, entry in self.entries.items():
             if name not in documented:
                 self.fail(f"{shown}: the module table has no row for {name}")
@@ -229,6 +238,22 @@ class Checker:
                           f"{' '.join(sorted(entry.uses)) or 'nothing'}")
         for name in documented.keys() - self.entries.keys():
             self.fail(f"{shown}: the module table names {name}, which the build does not declare")
+
+
+    def check_design_order(self, shown, documented):
+        """The documented rows are a build order, and the build's own."""
+        seen = set()
+        for name, uses in documented.items():
+            for use in sorted(uses - seen):
+                if use in documented:
+                    self.fail(f"{shown}: the module table lists {name} above {use}, which it uses; "
+                              f"a module's row goes below every module it uses")
+            seen.add(name)
+        built = [n for n, e in self.entries.items() if e.kind == "module"]
+        listed = [n for n in documented if n in self.modules]
+        if [n for n in built if n in documented] != listed:
+            self.fail(f"{shown}: the module table's order ({' '.join(listed)}) is not the build's "
+                      f"({' '.join(built)}, the foreach of the top CMakeLists.txt); list them alike")
 
 
 def main():

@@ -168,7 +168,7 @@ struct Formula {
 };
 Formula formula_of(const std::string& strategy, const mpiaccel::Config& config, double psi, double n,
                    double largest_unit) {
-  if (strategy == "ddp") return {"16P", 16 * psi};
+  if (strategy == "ddp" || strategy == "no") return {"16P", 16 * psi};
   if (strategy == "zero1") return {"4P+4P+8P/N", 8 * psi + 8 * psi / n};
   if (strategy == "zero2") {
     // Offload adds the host fp32 master rows and the host gradient rows.
@@ -266,7 +266,8 @@ int run(int argc, char** argv) {
   const std::string strategy = acc.strategy().name();
   int64_t largest_unit = 0;
   double shard_ranks = acc.world_size();
-  if (strategy == "fsdp" || strategy == "zero3") {
+  // Over one rank FSDP and ZeRO-3 run as one process does (no units to report).
+  if ((strategy == "fsdp" || strategy == "zero3") && acc.mesh().dp()->size() > 1) {
     const mpiaccel::FsdpInfo info = mpiaccel::fsdp_info(acc.strategy());
     largest_unit = info.largest_unit_bytes;
     shard_ranks = info.shard_group_size;

@@ -19,9 +19,13 @@
 # and step (torch_peer.py, the .venv's torch: the LibTorch we link, fused
 # AdamW).
 #
+# At np 1 the label `no` ([distributed] strategy = no, one process) is the
+# baseline every strategy is measured against (FSDP_NPS=1 FSDP_STRATEGIES="no
+# ddp zero1 zero2 zero3 fsdp torch_fsdp").
+#
 # Environment: FSDP_NPS ("2 4"), FSDP_ROUNDS (1), FSDP_WARMUP (2), FSDP_ITERS (5),
 # FSDP_STRATEGIES (all: "ddp zero1 zero2 zero3 fsdp fsdp_keep zero2_offload
-# torch_ddp torch_fsdp"), MPIACCEL_VENV_PYTHON (the peers' python,
+# torch_ddp torch_fsdp"; `no` at np 1 only), MPIACCEL_VENV_PYTHON (the peers' python,
 # .venv/bin/python),
 # FSDP_MODEL_ARGS (e.g. "--n-layer 2 --n-embd 128" for a quick check),
 # FSDP_HOST_ADAMW (1: also run bench_host_adamw; 0: skip it),
@@ -44,6 +48,7 @@ overrides_of() {  # LABEL -> the section.key=value overrides of that strategy
   case $1 in
     # gradient_as_bucket_view: DDP holds its gradients once (16Ψ), the
     # baseline of the ZeRO paper, not twice as with the .grad copies.
+    no) echo "distributed.strategy=no" ;;  # one process: the baseline of np 1
     ddp) echo "distributed.strategy=ddp ddp.gradient_as_bucket_view=true" ;;
     zero1) echo "distributed.strategy=zero zero.stage=1" ;;
     zero2) echo "distributed.strategy=zero zero.stage=2" ;;

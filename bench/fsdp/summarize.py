@@ -27,8 +27,9 @@ import sys
 from collections import defaultdict
 
 MIB = 1 << 20
-ORDER = ["ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp_keep", "zero2_offload", "torch_ddp", "torch_fsdp"]
+ORDER = ["no", "ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp_keep", "zero2_offload", "torch_ddp", "torch_fsdp"]
 NAMES = {
+    "no": "no (one process)",
     "ddp": "DDP",
     "zero1": "ZeRO-1",
     "zero2": "ZeRO-2",
@@ -157,6 +158,15 @@ def main():
             goals.append(("%s model state at np 4 <= 0.3x DDP" % NAMES[label], s["state_vs_ddp"], 0.3))
     for text, value, limit in goals:
         print("goal: %-44s %6.3f  %s" % (text, value, "met" if value <= limit else "NOT met"))
+    # One rank: every strategy at least 0.97x as fast as one process (speed = no's time / its time).
+    alone = summary.get(("no", 1))
+    if alone:
+        for label in ORDER:
+            s = summary.get((label, 1))
+            if s and label != "no" and not label.startswith("torch_"):
+                speed = alone["step_ms"] / s["step_ms"]
+                print("goal: %-44s %6.3f  %s" % ("%s at np 1 >= 0.97x strategy = no" % NAMES[label], speed,
+                                                 "met" if speed >= 0.97 else "NOT met"))
     for ours, peer in PEERS:
         for ranks in sorted({r for _, r in summary}):
             a, b = summary.get((ours, ranks)), summary.get((peer, ranks))

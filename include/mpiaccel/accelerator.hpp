@@ -67,7 +67,6 @@ class Accelerator {
   const Config& config() const { return config_; }
   Runtime& runtime() { return runtime_; }
   Communicator& comm() { return *comm_; }
-  std::shared_ptr<Communicator> comm_ptr() { return comm_; }
   Strategy& strategy() { return *strategy_; }
   /// The job's device mesh ([parallelism]): the strategy runs over its
   /// data-parallel group, and the loader gives each data-parallel rank its share.
@@ -96,7 +95,7 @@ class Accelerator {
 
   /// A loader of `dataset` whose sampler gives this rank its disjoint share:
   /// `batch_size` samples per rank per micro-step (with [train] split_batches,
-  /// `batch_size` is the global batch, divided by the world size), delivered
+  /// `batch_size` is the global batch, divided by the data-parallel size), delivered
   /// on device() with the [train] loader options (num_workers, prefetch_factor,
   /// pin_memory, non_blocking).
   DistributedLoader make_loader(std::shared_ptr<const Dataset> dataset, int64_t batch_size,
@@ -104,7 +103,7 @@ class Accelerator {
 
   /// Opens one micro-step of gradient accumulation ([train]
   /// grad_accum_steps): gradients synchronise only on the last one, and
-  /// step()/zero_grad() act only then (sync_gradients()).
+  /// step()/zero_grad() act only then.
   class AccumulateGuard {
    public:
     explicit AccumulateGuard(Accelerator& acc) : acc_(&acc) {}
@@ -116,8 +115,6 @@ class Accelerator {
     Accelerator* acc_;
   };
   AccumulateGuard accumulate();
-  /// True when the current micro-step synchronises gradients.
-  bool sync_gradients() const { return sync_gradients_; }
 
   /// Disables gradient synchronisation until the guard is destroyed
   /// (PyTorch's DDP.no_sync()).

@@ -26,4 +26,10 @@ Config load_config(Communicator& comm, const std::string& path,
 Config load_config(Communicator& comm, const std::vector<std::string>& paths,
                    const std::vector<std::string>& overrides = {});
 
+/// load_config's result with what set each key (ResolvedConfig::settings):
+/// what a later step needs that fills only the keys no one set. Collective
+/// over comm.
+ResolvedConfig load_resolved_config(Communicator& comm, const std::vector<std::string>& paths,
+                                    const std::vector<std::string>& overrides = {});
+
 }  // namespace mpiaccel

@@ -24,7 +24,10 @@ std::unique_ptr<Strategy> make_ddp_strategy(const DdpConfig& config,
 /// No distribution: the model trains as in a single process; nothing is
 /// communicated. `comm` (optional) only tells this rank's place for saving:
 /// rank 0 writes every row of the state dict, other ranks none, so a collective
-/// checkpoint of independent ranks holds rank 0's model.
-std::unique_ptr<Strategy> make_no_dist_strategy(std::shared_ptr<Communicator> comm = nullptr);
+/// checkpoint of independent ranks holds rank 0's model. `name` is what
+/// name() says: "no", or the sharding strategy a one-rank group runs as one
+/// process (Accelerator, docs/fsdp.md "One rank").
+std::unique_ptr<Strategy> make_no_dist_strategy(std::shared_ptr<Communicator> comm = nullptr,
+                                                std::string name = "no");
 
 }  // namespace mpiaccel

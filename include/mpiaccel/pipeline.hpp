@@ -37,6 +37,9 @@ class Module;
 namespace mpiaccel {
 
 class Accelerator;
+namespace detail {
+struct PipelineState;  // src/accelerator/pipeline_state.hpp
+}
 
 /// This rank's stages of a model, and the step that runs them
 /// (Accelerator::pipeline_parallelize makes it).
@@ -54,8 +57,6 @@ class Pipeline {
   int64_t stage_count() const;
   /// This rank's stages, ascending.
   const std::vector<int64_t>& stages() const;
-  /// Layers [begin, end) of `stage`.
-  std::pair<int64_t, int64_t> layers_of(int64_t stage) const;
   int64_t microbatches() const;
   PipelineScheduleKind schedule() const;
   /// "pipeline stage 1 of 2 (layers 2-3, the last piece), schedule 1f1b, 4 microbatches".
@@ -91,10 +92,8 @@ class Pipeline {
   };
   Timing last_timing() const;
 
-  struct Impl;  ///< internal (src/accelerator/pipeline_state.hpp)
-
  private:
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<detail::PipelineState> impl_;
 };
 
 }  // namespace mpiaccel

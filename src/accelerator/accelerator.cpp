@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "accelerator/accelerator_mesh.hpp"
+#include "accelerator/run_strategy.hpp"
 #include "accelerator/split_state.hpp"
 #include "mpiaccel/activation_checkpointing.hpp"
 #include "mpiaccel/log.hpp"
@@ -33,7 +34,12 @@ Accelerator::Accelerator(Runtime& runtime, Config config)
   // rank cannot have fails on every rank.
   comm_ = make_world(runtime_, config_.distributed.backend, timeout_of(config_));
   mesh_ = detail::make_mesh(config_, runtime_, comm_);
-  strategy_ = make_strategy(detail::strategy_config(config_, mesh_->shape()), mesh_->gradient_group());
+  bool one_process = false;
+  strategy_ = detail::make_run_strategy(detail::strategy_config(config_, mesh_->shape()), mesh_->gradient_group(),
+                                        &one_process);
+  if (one_process && rank() == 0)
+    log_info("[distributed] strategy = " + strategy_->name() + " over one data-parallel rank: nothing to shard, "
+          "so it runs as one process does (no gathers or reduce-scatters) and saves the same checkpoint");
   precision_ = PrecisionPolicy::from_config(config_.distributed);
   MPIACCEL_CHECK(!(precision_.needs_grad_scaler() &&
                    (strategy_kind(config_) == StrategyKind::Zero1 ||

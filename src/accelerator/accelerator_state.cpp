@@ -25,7 +25,7 @@ std::string bytes_of(const at::Tensor& state) {
   return std::string(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), static_cast<size_t>(state.numel()));
 }
 
-at::Tensor state_of(const std::string& bytes) {
+at::Tensor generator_state_of(const std::string& bytes) {
   auto state = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
   std::memcpy(state.data_ptr<uint8_t>(), bytes.data(), bytes.size());
   return state;
@@ -52,9 +52,9 @@ void set_rng_state(const std::string& bytes, bool with_region) {
   {
     auto generator = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(state_of(bytes.substr(0, cpu)));
+    generator.set_state(generator_state_of(bytes.substr(0, cpu)));
   }
-  if (with_region && bytes.size() > cpu) tp::RegionRng::set_state(state_of(bytes.substr(cpu)));
+  if (with_region && bytes.size() > cpu) tp::RegionRng::set_state(generator_state_of(bytes.substr(cpu)));
 }
 
 int64_t counter(const std::map<std::string, std::string>& counters, const std::string& key,

@@ -1,3 +1,5 @@
+#include "accelerator/run_strategy.hpp"
+
 #include <memory>
 #include <string>
 
@@ -76,4 +78,45 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Co
   MPIACCEL_THROW("unreachable strategy kind");
 }
 
+namespace detail {
+namespace {
+
+// Whether a sharding strategy over one rank computes exactly what one
+// process does. A cast of parameters or gradients (param, reduce or buffer
+// dtype other than fp32), offloading and ZeRO++'s quantization are defined
+// by the sharded path: those keep it.
+bool one_process_computes_it(const Config& config, StrategyKind kind) {
+  const PrecisionPolicy precision = PrecisionPolicy::from_config(config.distributed);
+  const bool fp32 = precision.param_dtype == at::kFloat && precision.reduce_dtype == at::kFloat &&
+                    precision.buffer_dtype == at::kFloat;
+  const FsdpConfig& fsdp = config.fsdp;
+  const ZeroConfig& zero = config.zero;
+  switch (kind) {
+    case StrategyKind::Zero1:
+    case StrategyKind::Zero2:
+      return fp32 && zero.offload_optimizer == "none";
+    case StrategyKind::Fsdp:
+      return fp32 && !fsdp.cpu_offload && !fsdp.quantized_weights && !fsdp.quantized_gradients;
+    case StrategyKind::Zero3:
+      return fp32 && zero.offload_param == "none" && zero.offload_optimizer == "none" && !fsdp.quantized_weights &&
+             !fsdp.quantized_gradients && !zero.quantized_weights && !zero.quantized_gradients;
+    case StrategyKind::NoDist:
+    case StrategyKind::Ddp:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_run_strategy(const Config& config, std::shared_ptr<Communicator> comm,
+                                            bool* one_process) {
+  // Built first in any case: its checks (and their messages) are the same.
+  std::unique_ptr<Strategy> strategy = make_strategy(config, comm);
+  *one_process = comm->size() == 1 && one_process_computes_it(config, strategy_kind(config));
+  if (!*one_process) return strategy;
+  return make_no_dist_strategy(std::move(comm), strategy->name());
+}
+
+}  // namespace detail
 }  // namespace mpiaccel

@@ -17,8 +17,6 @@
 namespace mpiaccel {
 namespace {
 
-std::string n(int64_t v) { return std::to_string(v); }
-
 using ModuleMap = std::map<std::string, std::shared_ptr<torch::nn::Module>>;
 
 ModuleMap modules_by_path(torch::nn::Module& root) {
@@ -75,13 +73,13 @@ void remove_module(torch::nn::Module& root, const ModuleMap& modules, const std:
 
 }  // namespace
 
-std::string Pipeline::Impl::stage_name(int64_t stage) const {
-  return "stage " + n(stage) + " (rank " + n(rank_of(stage)) + " of the pipeline)";
+std::string detail::PipelineState::stage_name(int64_t stage) const {
+  return "stage " + std::to_string(stage) + " (rank " + std::to_string(rank_of(stage)) + " of the pipeline)";
 }
 
 Pipeline::Pipeline(Accelerator& acc, std::shared_ptr<torch::nn::Module> module, PipelineModel& model)
-    : impl_(std::make_unique<Impl>(acc, std::move(module), model)) {
-  Impl& s = *impl_;
+    : impl_(std::make_unique<detail::PipelineState>(acc, std::move(module), model)) {
+  detail::PipelineState& s = *impl_;
   const ParallelismConfig& pc = acc.config().parallelism;
   s.pp = acc.mesh().pp();
   s.ranks = s.pp->size();
@@ -134,8 +132,8 @@ Pipeline::Pipeline(Accelerator& acc, std::shared_ptr<torch::nn::Module> module, 
     const StrategyKind strategy = strategy_kind(acc.config());
     MPIACCEL_CHECK(strategy != StrategyKind::Zero2 && !shards_parameters(acc.config()),
                    "pipeline parallelism: the model ties a module of its first piece to its last (the GPT's "
-                   "embedding and head), held by pipeline ranks " + n(*all_tied.begin()) + " and " +
-                       n(*all_tied.rbegin()) + ", and [distributed] strategy " + acc.config().distributed.strategy +
+                   "embedding and head), held by pipeline ranks " + std::to_string(*all_tied.begin()) + " and " +
+                       std::to_string(*all_tied.rbegin()) + ", and [distributed] strategy " + acc.config().distributed.strategy +
                        " shards its gradients; use strategy = ddp, or zero with zero.stage = 1, or an untied model "
                        "(the Llama with tie_word_embeddings = false)");
     s.tied = s.pp->split(member ? 0 : -1, static_cast<int>(s.rank));
@@ -161,7 +159,6 @@ Pipeline::~Pipeline() = default;
 
 int64_t Pipeline::stage_count() const { return impl_->stage_count; }
 const std::vector<int64_t>& Pipeline::stages() const { return impl_->stages; }
-std::pair<int64_t, int64_t> Pipeline::layers_of(int64_t stage) const { return impl_->cut.at(static_cast<size_t>(stage)); }
 int64_t Pipeline::microbatches() const { return impl_->microbatches; }
 PipelineScheduleKind Pipeline::schedule() const { return impl_->kind; }
 Pipeline::Timing Pipeline::last_timing() const { return impl_->timing; }
@@ -174,16 +171,16 @@ bool Pipeline::counts_in_grad_norm(const at::Tensor& param) const {
 }
 
 std::string Pipeline::describe() const {
-  const Impl& s = *impl_;
-  std::string text = "pipeline rank " + n(s.rank) + " of " + n(s.ranks) + ": ";
+  const detail::PipelineState& s = *impl_;
+  std::string text = "pipeline rank " + std::to_string(s.rank) + " of " + std::to_string(s.ranks) + ": ";
   for (size_t i = 0; i < s.stages.size(); ++i) {
     const int64_t stage = s.stages[i];
-    text += (i ? "; " : "") + std::string("stage ") + n(stage) + " (layers " + n(s.cut[stage].first) + "-" +
-            n(s.cut[stage].second - 1) + (s.is_first(stage) ? ", the first piece" : "") +
+    text += (i ? "; " : "") + std::string("stage ") + std::to_string(stage) + " (layers " + std::to_string(s.cut[stage].first) + "-" +
+            std::to_string(s.cut[stage].second - 1) + (s.is_first(stage) ? ", the first piece" : "") +
             (s.is_last(stage) ? ", the last piece" : "") + ")";
   }
-  return text + " of " + n(s.stage_count) + ", schedule " + s.acc.config().parallelism.pp_schedule + ", " +
-         n(s.microbatches) + " microbatches";
+  return text + " of " + std::to_string(s.stage_count) + ", schedule " + s.acc.config().parallelism.pp_schedule + ", " +
+         std::to_string(s.microbatches) + " microbatches";
 }
 
 }  // namespace mpiaccel

@@ -16,8 +16,8 @@
 
 namespace mpiaccel {
 
-struct Pipeline::Impl {
-  Impl(Accelerator& a, std::shared_ptr<torch::nn::Module> m, PipelineModel& pm) : acc(a), module(std::move(m)), model(pm) {}
+struct detail::PipelineState {
+  PipelineState(Accelerator& a, std::shared_ptr<torch::nn::Module> m, PipelineModel& pm) : acc(a), module(std::move(m)), model(pm) {}
 
   Accelerator& acc;
   std::shared_ptr<torch::nn::Module> module;
@@ -33,7 +33,7 @@ struct Pipeline::Impl {
   std::shared_ptr<Communicator> tied;
   bool counts_tied = true;  // this rank is the lowest holding them
   std::unique_ptr<detail::StageMessages> activations, gradients;
-  Timing timing;
+  Pipeline::Timing timing;
 
   int rank_of(int64_t stage) const { return static_cast<int>(stage % ranks); }
   bool is_first(int64_t stage) const { return stage == 0; }

@@ -44,7 +44,7 @@ ShardedTensor elsewhere(const std::string& line) {
 }
 
 // Whether `name` ("model/<fqn>", "optim/<fqn>/<slot>") is a state of one of `params`.
-bool state_of(const std::string& name, const std::vector<std::string>& params) {
+bool is_one_of(const std::string& name, const std::vector<std::string>& params) {
   for (const std::string& p : params)
     if (name == "model/" + p || name.rfind("optim/" + p + "/", 0) == 0) return true;
   return false;
@@ -53,7 +53,7 @@ bool state_of(const std::string& name, const std::vector<std::string>& params) {
 }  // namespace
 
 ShardedStateDict Pipeline::state_of_all_stages(ShardedStateDict local) const {
-  const Impl& s = *impl_;
+  const detail::PipelineState& s = *impl_;
   const std::vector<std::string> lists = s.pp->all_gather_bytes(encode(local));
   std::map<std::string, ShardedTensor> mine;
   for (ShardedTensor& t : local.tensors) mine[t.name] = std::move(t);
@@ -66,7 +66,7 @@ ShardedStateDict Pipeline::state_of_all_stages(ShardedStateDict local) const {
       ShardedTensor t = elsewhere(line);
       if (!listed.insert(t.name).second) continue;  // a tied parameter, listed by its lowest stage
       auto own = mine.find(t.name);
-      if (own != mine.end() && (s.counts_tied || !state_of(t.name, s.tied_names))) t = std::move(own->second);
+      if (own != mine.end() && (s.counts_tied || !is_one_of(t.name, s.tied_names))) t = std::move(own->second);
       all.tensors.push_back(std::move(t));
     }
   }

@@ -23,8 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Kind = PipelineAction::Kind;
 
-std::string n(int64_t v) { return std::to_string(v); }
-
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // What one (microbatch, stage) keeps from its forward to its backward.
@@ -37,7 +35,7 @@ struct Slot {
 // Runs one step's schedule on this rank.
 class StepRun {
  public:
-  StepRun(Pipeline::Impl& s, std::vector<at::Tensor> inputs, std::vector<at::Tensor> targets, bool training)
+  StepRun(detail::PipelineState& s, std::vector<at::Tensor> inputs, std::vector<at::Tensor> targets, bool training)
       : s_(s), inputs_(std::move(inputs)), targets_(std::move(targets)), training_(training) {}
 
   void forward(const PipelineAction& a) {
@@ -104,7 +102,7 @@ class StepRun {
 
   std::string describe(const PipelineAction& a) const {
     static const char* names[] = {"forward", "backward", "input-gradient pass", "weight-gradient pass"};
-    return std::string(names[static_cast<int>(a.kind)]) + " of microbatch " + n(a.microbatch) + " at " +
+    return std::string(names[static_cast<int>(a.kind)]) + " of microbatch " + std::to_string(a.microbatch) + " at " +
            s_.stage_name(a.stage);
   }
 
@@ -115,7 +113,7 @@ class StepRun {
     return a.microbatch * s_.stage_count + a.stage + offset;
   }
   std::string between(int64_t from, int64_t to, const PipelineAction& a) const {
-    return "of microbatch " + n(a.microbatch) + " from " + s_.stage_name(from) + " to " + s_.stage_name(to);
+    return "of microbatch " + std::to_string(a.microbatch) + " from " + s_.stage_name(from) + " to " + s_.stage_name(to);
   }
   at::Tensor receive(detail::StageMessages& channel, int64_t from, const PipelineAction& a, const at::Device& device) {
     const int64_t lower = std::min(from, a.stage);
@@ -128,7 +126,7 @@ class StepRun {
   void compute_start() { started_ = Clock::now(); }
   void compute_end() { compute_s_ += seconds(Clock::now() - started_); }
 
-  Pipeline::Impl& s_;
+  detail::PipelineState& s_;
   std::vector<at::Tensor> inputs_, targets_;
   bool training_;
   std::map<int64_t, Slot> slots_;
@@ -140,7 +138,7 @@ class StepRun {
 std::vector<at::Tensor> microbatches_of(const at::Tensor& batch, int64_t count, const char* what) {
   MPIACCEL_CHECK(batch.dim() >= 1 && batch.size(0) % count == 0,
                  std::string("pipeline parallelism: the step's ") + what + " has " +
-                     n(batch.dim() ? batch.size(0) : 0) + " rows, which do not divide into " + n(count) +
+                     std::to_string(batch.dim() ? batch.size(0) : 0) + " rows, which do not divide into " + std::to_string(count) +
                      " microbatches; make batch_size × grad_accum_steps a multiple of pp_microbatches");
   return batch.chunk(count, 0);
 }
@@ -148,7 +146,7 @@ std::vector<at::Tensor> microbatches_of(const at::Tensor& batch, int64_t count, 
 }  // namespace
 
 double Pipeline::train_step(const at::Tensor& input, const at::Tensor& target) {
-  Impl& s = *impl_;
+  detail::PipelineState& s = *impl_;
   const Clock::time_point start = Clock::now();
   StepRun run(s, microbatches_of(input, s.microbatches, "input"), microbatches_of(target, s.microbatches, "target"),
               true);
@@ -186,7 +184,7 @@ double Pipeline::train_step(const at::Tensor& input, const at::Tensor& target) {
 }
 
 double Pipeline::eval_loss(const at::Tensor& input, const at::Tensor& target) {
-  Impl& s = *impl_;
+  detail::PipelineState& s = *impl_;
   StepRun run(s, {input}, {target}, false);
   // One microbatch through this rank's stages, in order.
   for (int64_t stage : s.stages) run.forward({Kind::Forward, 0, stage});

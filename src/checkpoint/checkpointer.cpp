@@ -1,14 +1,14 @@
 #include <filesystem>
 #include <utility>
 
-#include "checkpoint/async_save.hpp"
+#include "checkpoint/save/async_save.hpp"
 #include "checkpoint/checkpoint_impl.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_handle.hpp"
-#include "checkpoint/commit.hpp"
+#include "checkpoint/save/commit.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/error.hpp"
-#include "checkpoint/file_comm.hpp"
+#include "checkpoint/io/file_comm.hpp"
 
 namespace mpiaccel {
 

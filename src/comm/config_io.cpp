@@ -27,13 +27,18 @@ ConfigText broadcast_file(Communicator& comm, const std::string& path) {
 
 }  // namespace
 
-Config load_config(Communicator& comm, const std::vector<std::string>& paths,
-                   const std::vector<std::string>& overrides) {
+ResolvedConfig load_resolved_config(Communicator& comm, const std::vector<std::string>& paths,
+                                    const std::vector<std::string>& overrides) {
   std::vector<ConfigText> files;
   for (const auto& path : paths) files.push_back(broadcast_file(comm, path));
   ResolvedConfig resolved = resolve_config(files, overrides);
   apply_batch_arithmetic(resolved, comm.size());
-  return resolved.config;
+  return resolved;
+}
+
+Config load_config(Communicator& comm, const std::vector<std::string>& paths,
+                   const std::vector<std::string>& overrides) {
+  return load_resolved_config(comm, paths, overrides).config;
 }
 
 Config load_config(Communicator& comm, const std::string& path, const std::vector<std::string>& overrides) {

@@ -46,7 +46,7 @@ void layer_classes(Translator& t, const SourceLeaf& leaf) {
   t.refuse(leaf, "not a class name; accepted: a name, a comma-separated list or a YAML list");
 }
 
-void offload_device(Translator& t, const SourceLeaf& leaf, const std::string& key) {
+void accelerate_offload_device(Translator& t, const SourceLeaf& leaf, const std::string& key) {
   to_choice(key, {{"none", "none"}, {"cpu", "cpu"}})(t, leaf);
 }
 
@@ -201,9 +201,9 @@ std::vector<KeyRule> deepspeed_rules() {
       // DeepSpeed, as `accelerate config` asks for it
       {D + "zero_stage", "mapped", "zero.stage", to_integer("zero.stage")},
       {D + "offload_optimizer_device", "mapped", "zero.offload_optimizer (none|cpu)",
-       [](Translator& t, const SourceLeaf& l) { offload_device(t, l, "zero.offload_optimizer"); }},
+       [](Translator& t, const SourceLeaf& l) { accelerate_offload_device(t, l, "zero.offload_optimizer"); }},
       {D + "offload_param_device", "mapped", "zero.offload_param (none|cpu)",
-       [](Translator& t, const SourceLeaf& l) { offload_device(t, l, "zero.offload_param"); }},
+       [](Translator& t, const SourceLeaf& l) { accelerate_offload_device(t, l, "zero.offload_param"); }},
       {D + "offload_optimizer_nvme_path", "refused", "no NVMe offload; accepted: offload to cpu", {},
        {"null", "\"none\""}},
       {D + "offload_param_nvme_path", "refused", "no NVMe offload; accepted: offload to cpu", {}, {"null", "\"none\""}},
@@ -245,14 +245,14 @@ std::vector<KeyRule> parallelism_rules() {
   };
 }
 
-std::vector<KeyRule> make_rules() {
+std::vector<KeyRule> accelerate_make_rules() {
   return join_rules({launch_rules(), fsdp_rules(), deepspeed_rules(), parallelism_rules()});
 }
 
 }  // namespace
 
 const std::vector<KeyRule>& accelerate_yaml_rules() {
-  static const std::vector<KeyRule> rules = make_rules();
+  static const std::vector<KeyRule> rules = accelerate_make_rules();
   return rules;
 }
 

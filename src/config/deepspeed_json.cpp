@@ -39,7 +39,7 @@ void precision_enabled(Translator& t, const SourceLeaf& leaf, const std::string&
   t.moot(leaf, precision + " off");
 }
 
-void offload_device(Translator& t, const SourceLeaf& leaf, const std::string& key) {
+void deepspeed_offload_device(Translator& t, const SourceLeaf& leaf, const std::string& key) {
   if (leaf.value.is_null()) return t.moot(leaf, "no offload");
   to_choice(key, {{"none", "none"}, {"cpu", "cpu"}})(t, leaf);
 }
@@ -69,7 +69,7 @@ void optimizer_type(Translator& t, const SourceLeaf& leaf) {
   t.refuse(leaf, "mpiaccel's optimizers are AdamW and SGD; accepted: AdamW|Adam|SGD");
 }
 
-void betas(Translator& t, const SourceLeaf& leaf) {
+void deepspeed_betas(Translator& t, const SourceLeaf& leaf) {
   if (!leaf.value.is_array() || leaf.value.size() != 2 || !leaf.value[0].is_number() || !leaf.value[1].is_number()) {
     t.refuse(leaf, "not two numbers; accepted: [beta1, beta2]");
   }
@@ -167,12 +167,12 @@ std::vector<KeyRule> precision_rules() {
   };
 }
 
-std::vector<KeyRule> optimizer_rules() {
+std::vector<KeyRule> deepspeed_optimizer_rules() {
   const std::string O = "optimizer.params.", S = "scheduler.params.";
   return {
       {"optimizer.type", "mapped", "optimizer.name: AdamW or Adam (adam_w_mode) adamw, SGD sgd", optimizer_type},
       {O + "lr", "mapped", "optimizer.lr", to_number("optimizer.lr")},
-      {O + "betas", "mapped", "optimizer.betas", betas},
+      {O + "betas", "mapped", "optimizer.betas", deepspeed_betas},
       {O + "eps", "mapped", "optimizer.eps", to_number("optimizer.eps")},
       {O + "weight_decay", "mapped", "optimizer.weight_decay", to_number("optimizer.weight_decay")},
       {O + "momentum", "mapped", "optimizer.momentum", to_number("optimizer.momentum")},
@@ -204,9 +204,9 @@ std::vector<KeyRule> zero_rules() {
   return {
       {Z + "stage", "mapped", "distributed.strategy = zero, zero.stage", zero_stage},
       {OO + "device", "mapped", "zero.offload_optimizer (none|cpu)",
-       [](Translator& t, const SourceLeaf& l) { offload_device(t, l, "zero.offload_optimizer"); }},
+       [](Translator& t, const SourceLeaf& l) { deepspeed_offload_device(t, l, "zero.offload_optimizer"); }},
       {OP + "device", "mapped", "zero.offload_param (none|cpu)",
-       [](Translator& t, const SourceLeaf& l) { offload_device(t, l, "zero.offload_param"); }},
+       [](Translator& t, const SourceLeaf& l) { deepspeed_offload_device(t, l, "zero.offload_param"); }},
       {Z + "cpu_offload", "mapped", "true: zero.offload_optimizer = cpu (the old spelling)",
        [](Translator& t, const SourceLeaf& l) { t.set(l, "zero.offload_optimizer", t.boolean(l) ? "cpu" : "none"); }},
       {OO + "pin_memory", "moot", "offloaded state lives in ordinary host memory on CPU machines"},
@@ -309,14 +309,14 @@ std::vector<KeyRule> feature_rules() {
   });
 }
 
-std::vector<KeyRule> make_rules() {
-  return join_rules({batch_rules(), precision_rules(), optimizer_rules(), zero_rules(), feature_rules()});
+std::vector<KeyRule> deepspeed_make_rules() {
+  return join_rules({batch_rules(), precision_rules(), deepspeed_optimizer_rules(), zero_rules(), feature_rules()});
 }
 
 }  // namespace
 
 const std::vector<KeyRule>& deepspeed_json_rules() {
-  static const std::vector<KeyRule> rules = make_rules();
+  static const std::vector<KeyRule> rules = deepspeed_make_rules();
   return rules;
 }
 

@@ -249,8 +249,8 @@ std::vector<KeySpec> build_schema() {
       .flag(MPIACCEL_KEY(M, tie_word_embeddings),
             "Llama: the head is the token embedding (the GPT's always is)")
       .text(MPIACCEL_KEY(M, init_from), true, "a path; empty = none",
-            "start from a pretrained model: a Hugging Face directory (GPT2LMHeadModel for the GPT, "
-            "LlamaForCausalLM for the Llama) or a .safetensors file");
+            "start from a pretrained model as from_pretrained does: a Hugging Face directory "
+            "(config.json gives the family and shape) or a .safetensors file");
 
   using C = CheckpointConfig;
   rows_of(rows, "checkpoint", &Config::checkpoint)

@@ -16,7 +16,7 @@ void min_num_params(Translator& t, const SourceLeaf& leaf) {
   t.set(leaf, "fsdp.min_num_params", std::to_string(count));
 }
 
-std::vector<KeyRule> make_rules() {
+std::vector<KeyRule> trainer_fsdp_make_rules() {
   std::vector<KeyRule> rules{
       {"min_num_params", "mapped", "> 0: fsdp.min_num_params (used by auto_wrap_policy SIZE_BASED_WRAP)",
        min_num_params},
@@ -47,7 +47,7 @@ std::string own_key(const std::string& path, const std::string& prefix) {
 }  // namespace
 
 const std::vector<KeyRule>& trainer_fsdp_rules() {
-  static const std::vector<KeyRule> rules = make_rules();
+  static const std::vector<KeyRule> rules = trainer_fsdp_make_rules();
   return rules;
 }
 

@@ -40,7 +40,7 @@ void precision(Translator& t, const SourceLeaf& leaf, const std::string& name) {
 }
 
 // adam_beta1 and adam_beta2 are one mpiaccel key: each sets the pair.
-void betas(Translator& t, const SourceLeaf& leaf) {
+void training_arguments_betas(Translator& t, const SourceLeaf& leaf) {
   const SourceLeaf* beta1 = t.find("adam_beta1");
   const SourceLeaf* beta2 = t.find("adam_beta2");
   const std::string one = beta1 ? leaf_text(t.number(*beta1)) : "0.9";
@@ -167,15 +167,15 @@ void file_or_section(Translator& t, const SourceLeaf& leaf) {
                  "it is), or the object inline");
 }
 
-std::vector<KeyRule> optimizer_rules() {
+std::vector<KeyRule> training_arguments_optimizer_rules() {
   return {
       {"output_dir", "mapped", "checkpoint.dir", to_text("checkpoint.dir")},
       {"per_device_train_batch_size", "mapped", "train.batch_size", to_integer("train.batch_size")},
       {"gradient_accumulation_steps", "mapped", "train.grad_accum_steps", to_integer("train.grad_accum_steps")},
       {"learning_rate", "mapped", "optimizer.lr", to_number("optimizer.lr")},
       {"weight_decay", "mapped", "optimizer.weight_decay", to_number("optimizer.weight_decay")},
-      {"adam_beta1", "mapped", "optimizer.betas (with adam_beta2)", betas},
-      {"adam_beta2", "mapped", "optimizer.betas (with adam_beta1)", betas},
+      {"adam_beta1", "mapped", "optimizer.betas (with adam_beta2)", training_arguments_betas},
+      {"adam_beta2", "mapped", "optimizer.betas (with adam_beta1)", training_arguments_betas},
       {"adam_epsilon", "mapped", "optimizer.eps", to_number("optimizer.eps")},
       {"max_grad_norm", "mapped", "optimizer.grad_clip", to_number("optimizer.grad_clip")},
       {"max_steps", "mapped", "> 0: train.max_steps", max_steps},
@@ -286,14 +286,14 @@ std::vector<KeyRule> distribution_rules() {
   };
 }
 
-std::vector<KeyRule> make_rules() {
-  return join_rules({optimizer_rules(), run_rules(), distribution_rules()});
+std::vector<KeyRule> training_arguments_make_rules() {
+  return join_rules({training_arguments_optimizer_rules(), run_rules(), distribution_rules()});
 }
 
 }  // namespace
 
 const std::vector<KeyRule>& training_arguments_rules() {
-  static const std::vector<KeyRule> rules = make_rules();
+  static const std::vector<KeyRule> rules = training_arguments_make_rules();
   return rules;
 }
 

@@ -25,8 +25,22 @@
 #include "runtime/h5_handle.hpp"
 
 namespace mpiaccel {
+namespace detail {
+
+// One HDF5 dataset of the file: its handle and shape, and where its rows lie
+// when they can be read directly. (Named outside the anonymous namespace:
+// Hdf5Dataset::Impl holds two.)
+struct Hdf5Array {
+  H5Id dataset;
+  std::vector<hsize_t> dims;
+  std::string path;
+  std::optional<DirectLayout> direct;
+};
+
+}  // namespace detail
 namespace {
 
+using Array = detail::Hdf5Array;
 using detail::DirectFile;
 using detail::DirectLayout;
 using detail::H5Id;
@@ -47,14 +61,6 @@ std::string hdf5_reason() {
   return reason.empty() ? "HDF5 error" : reason;
 }
 
-// One HDF5 dataset of the file: its handle and shape, and where its rows lie
-// when they can be read directly.
-struct Array {
-  H5Id dataset;
-  std::vector<hsize_t> dims;
-  std::string path;
-  std::optional<DirectLayout> direct;
-};
 
 Array open_array(hid_t file, const std::string& file_path, const std::string& path,
                  const char* role, bool want_integer) {
@@ -142,8 +148,8 @@ struct Hdf5Dataset::Impl {
   std::string path;
   std::unique_ptr<DirectFile> direct_file;  // when an array is read directly
   H5Id file;
-  Array inputs;
-  Array labels;  // dataset invalid when there are none
+  detail::Hdf5Array inputs;
+  detail::Hdf5Array labels;  // dataset invalid when there are none
   int64_t first_row = 0;
   int64_t rows = 0;
   mutable std::atomic<int64_t> rows_read{0};

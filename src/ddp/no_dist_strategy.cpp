@@ -3,6 +3,9 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <string>
+#include <utility>
+
 #include "grad_sync/grad_math.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/ddp.hpp"
@@ -17,9 +20,9 @@ namespace {
 
 class NoDistStrategy final : public Strategy {
  public:
-  explicit NoDistStrategy(int rank) : rank_(rank) {}
+  NoDistStrategy(int rank, std::string name) : rank_(rank), name_(std::move(name)) {}
 
-  std::string name() const override { return "no"; }
+  std::string name() const override { return name_; }
 
   void prepare(std::shared_ptr<torch::nn::Module> model,
                std::shared_ptr<torch::optim::Optimizer> /*optimizer*/) override {
@@ -63,9 +66,10 @@ class NoDistStrategy final : public Strategy {
   }
 
  private:
-  void require_prepared() const { MPIACCEL_CHECK(model_, "strategy 'no': used before prepare()"); }
+  void require_prepared() const { MPIACCEL_CHECK(model_, "strategy '" + name_ + "': used before prepare()"); }
 
   int rank_;
+  std::string name_;
   bool sync_ = true;
   std::shared_ptr<torch::nn::Module> model_;
   std::vector<at::Tensor> params_;
@@ -75,8 +79,8 @@ class NoDistStrategy final : public Strategy {
 }  // namespace
 }  // namespace detail
 
-std::unique_ptr<Strategy> make_no_dist_strategy(std::shared_ptr<Communicator> comm) {
-  return std::make_unique<detail::NoDistStrategy>(comm ? comm->rank() : 0);
+std::unique_ptr<Strategy> make_no_dist_strategy(std::shared_ptr<Communicator> comm, std::string name) {
+  return std::make_unique<detail::NoDistStrategy>(comm ? comm->rank() : 0, std::move(name));
 }
 
 }  // namespace mpiaccel

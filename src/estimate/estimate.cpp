@@ -7,11 +7,12 @@
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/estimate.hpp"
 #include "estimate/pipeline_stages.hpp"
+#include "estimate/split_rows.hpp"
 
 namespace mpiaccel {
 namespace {
 
-constexpr int64_t kFp32 = 4;
+using detail::kFp32;
 
 }  // namespace
 

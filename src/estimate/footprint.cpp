@@ -19,7 +19,7 @@ namespace {
 
 constexpr int64_t kPixels = 28 * 28;
 constexpr int64_t kClasses = 10;
-constexpr int64_t kFp32 = 4;
+using detail::kFp32;
 
 int64_t linear(int64_t in, int64_t out) { return in * out + out; }
 

@@ -9,8 +9,6 @@
 namespace mpiaccel::detail {
 namespace {
 
-constexpr int64_t kFp32 = 4;
-
 // One LlamaDecoderLayer as a rank of `t` holds it: q, k, v, o, gate, up,
 // down, then the two norms (key/value heads whole when fewer than ranks).
 int64_t add_decoder_layer(std::vector<ParamRows>& tensors, const ModelSpec& spec, int64_t t) {

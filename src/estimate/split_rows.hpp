@@ -10,6 +10,8 @@
 
 namespace mpiaccel::detail {
 
+inline constexpr int64_t kFp32 = 4;  ///< bytes of a float32
+
 enum class LinearSplit {
   Whole,    ///< held whole by every rank (and every layer when t = 1)
   Colwise,  ///< output rows split: [out/t, in], bias [out/t]

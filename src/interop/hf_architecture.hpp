@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/models.hpp"
@@ -18,9 +19,18 @@ struct HfTensorName {
   bool transposed = false;   ///< stored as the transpose of ours
 };
 
+/// One setting of ours that a config.json gives: `key` ("model.n_layer") =
+/// `value` (its INI text), from their `field` ("num_hidden_layers").
+struct HfSetting {
+  std::string key;
+  std::string value;
+  std::string field;
+};
+
 struct HfArchitecture {
   const char* kind;        ///< ours: "gpt", "llama"
   const char* hf_class;    ///< theirs: "GPT2LMHeadModel", "LlamaForCausalLM"
+  const char* model_type;  ///< config.json's model_type: "gpt2", "llama"
   const char* embedding;   ///< our token embedding (its rows are the vocabulary)
   /// Their name of our tensor `ours` ("" = they keep none).
   HfTensorName (*to_hf)(const std::string& ours);
@@ -32,6 +42,10 @@ struct HfArchitecture {
   /// Throws Error when `theirs` (a config.json at `where`) describes another
   /// model than `spec`, naming the key and the [model] setting to change.
   void (*check_config)(const nlohmann::json& theirs, const ModelSpec& spec, const std::string& where);
+  /// Every setting of ours that `theirs` (a config.json at `where`) decides:
+  /// the model's dimensions, as transformers' from_pretrained takes them.
+  /// Throws Error naming a field whose value this model cannot compute.
+  std::vector<HfSetting> (*settings)(const nlohmann::json& theirs, const std::string& where);
 };
 
 /// GPT2LMHeadModel (hf_gpt2.cpp) and LlamaForCausalLM (hf_llama.cpp).
@@ -46,5 +60,14 @@ void check_hf_config_text(const HfArchitecture& arch, const std::string& text, c
 
 /// The architecture of our model `kind`; throws Error for a model that has none.
 const HfArchitecture& hf_architecture(const std::string& kind);
+
+/// The architecture a config.json (at `where`) describes, by its model_type
+/// (or, without one, its architectures); throws Error naming what it says
+/// and the ones we have.
+const HfArchitecture& hf_architecture_of(const nlohmann::json& theirs, const std::string& where);
+
+/// `text` parsed as a config.json holding one JSON object; throws Error
+/// naming `where` otherwise.
+nlohmann::json parse_hf_config(const std::string& text, const std::string& where);
 
 }  // namespace mpiaccel::detail

@@ -1,4 +1,5 @@
-// check_hf_config_text (see hf_architecture.hpp): the one place a
+// The architectures by our kind and by their config.json, parse_hf_config
+// and check_hf_config_text (see hf_architecture.hpp): the one place a
 // config.json of a model directory is parsed and checked.
 
 #include <string>
@@ -8,15 +9,41 @@
 
 namespace mpiaccel::detail {
 
-void check_hf_config_text(const HfArchitecture& arch, const std::string& text, const ModelSpec& spec,
-                          const std::string& where) {
+const HfArchitecture& hf_architecture(const std::string& kind) {
+  for (const HfArchitecture* arch : {&kHfGpt2, &kHfLlama})
+    if (kind == arch->kind) return *arch;
+  MPIACCEL_THROW("a " + kind + " model has no Hugging Face architecture here; the GPT (GPT2LMHeadModel) and "
+                 "the Llama (LlamaForCausalLM) have");
+}
+
+const HfArchitecture& hf_architecture_of(const nlohmann::json& theirs, const std::string& where) {
+  const nlohmann::json type = theirs.value("model_type", nlohmann::json());
+  const nlohmann::json classes = theirs.value("architectures", nlohmann::json::array());
+  for (const HfArchitecture* arch : {&kHfGpt2, &kHfLlama}) {
+    if (type.is_string() && type.get<std::string>() == arch->model_type) return *arch;
+    if (type.is_null() && classes.is_array())
+      for (const nlohmann::json& c : classes)
+        if (c.is_string() && c.get<std::string>() == arch->hf_class) return *arch;
+  }
+  MPIACCEL_THROW(where + ": model_type " + type.dump() + " (architectures " + classes.dump() +
+                 ") is no model family here; init_from reads gpt2 (GPT2LMHeadModel, [train] model = gpt) "
+                 "and llama (LlamaForCausalLM, [train] model = llama)");
+}
+
+nlohmann::json parse_hf_config(const std::string& text, const std::string& where) {
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     MPIACCEL_THROW(where + " is not valid JSON: " + e.what());
   }
-  MPIACCEL_CHECK(config.is_object(), where + " holds no JSON object: not a " + arch.hf_class + " config");
+  MPIACCEL_CHECK(config.is_object(), where + " holds no JSON object: not a model's config.json");
+  return config;
+}
+
+void check_hf_config_text(const HfArchitecture& arch, const std::string& text, const ModelSpec& spec,
+                          const std::string& where) {
+  const nlohmann::json config = parse_hf_config(text, where);
   try {
     arch.check_config(config, spec, where);
   } catch (const nlohmann::json::exception& e) {

@@ -4,7 +4,9 @@
 
 #include <array>
 #include <cctype>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "mpiaccel/error.hpp"
 
@@ -115,13 +117,70 @@ nlohmann::ordered_json gpt2_config(const ModelSpec& spec, const Config& config) 
   return c;
 }
 
-// GPT-2 files are checked by their tensors' shapes alone (config.json is
-// optional beside a lone .safetensors file, and GPT-2's carries no setting
-// the shapes miss but the activation, which [model] activation chooses).
-void gpt2_check(const nlohmann::json&, const ModelSpec&, const std::string&) {}
+// Our activation of GPT2Config's activation_function; Error for one our GPT
+// does not compute.
+std::string our_activation(const nlohmann::json& c, const std::string& where) {
+  const nlohmann::json f = c.value("activation_function", nlohmann::json("gelu_new"));
+  const std::string name = f.is_string() ? f.get<std::string>() : f.dump();
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return "gelu_tanh";
+  if (name == "gelu") return "gelu";
+  MPIACCEL_THROW(where + ": activation_function " + f.dump() + " is not one the GPT here computes; accepted: "
+                 "gelu_new, gelu_pytorch_tanh (model.activation = gelu_tanh), gelu");
+}
+
+// GPT2Config's fields that change what the GPT computes and that it has no
+// key for: refused by name unless they hold GPT-2's (and our) values.
+void check_fixed_fields(const nlohmann::json& c, int64_t n_embd, const std::string& where) {
+  auto fixed = [&](const char* field, const nlohmann::json& ours) {
+    const nlohmann::json theirs = c.value(field, ours);
+    const bool same = theirs.is_number() && ours.is_number() ? theirs.get<double>() == ours.get<double>() : theirs == ours;
+    MPIACCEL_CHECK(same || theirs.is_null(), where + ": " + field + " = " + theirs.dump() +
+                                                 " is not one the GPT here computes (it computes " + ours.dump() + ")");
+  };
+  fixed("layer_norm_epsilon", 1e-5);
+  fixed("n_inner", n_embd > 0 ? nlohmann::json(4 * n_embd) : nlohmann::json());
+  fixed("scale_attn_weights", true);
+  fixed("scale_attn_by_inverse_layer_idx", false);
+  fixed("add_cross_attention", false);
+}
+
+// What a GPT-2 config.json says that the tensors' shapes do not (the shapes
+// are checked tensor by tensor on load, with the [model] keys to set): the
+// heads and the activation. A lone .safetensors file has no config.json.
+void gpt2_check(const nlohmann::json& c, const ModelSpec& spec, const std::string& where) {
+  if (c.contains("n_head") && c["n_head"].is_number_integer())
+    MPIACCEL_CHECK(c["n_head"].get<int64_t>() == spec.n_head,
+                   where + ": n_head = " + c["n_head"].dump() + " but [model] n_head gives " +
+                       std::to_string(spec.n_head) + ": set model.n_head to the file's");
+  const std::string activation = our_activation(c, where);
+  MPIACCEL_CHECK(activation == spec.activation, where + ": activation_function = " + c.value("activation_function", nlohmann::json("gelu_new")).dump() +
+                                                    " but [model] activation gives \"" + spec.activation +
+                                                    "\": set model.activation to " + activation);
+  check_fixed_fields(c, spec.n_embd, where);
+}
+
+// GPT2Config's fields as our keys: every dimension, the activation, and
+// the sequence length (our position table has n_positions rows).
+std::vector<HfSetting> gpt2_settings(const nlohmann::json& c, const std::string& where) {
+  std::vector<HfSetting> out;
+  for (const auto& [field, key] : {std::pair<const char*, const char*>{"n_layer", "model.n_layer"},
+                                   {"n_head", "model.n_head"},
+                                   {"n_embd", "model.n_embd"},
+                                   {"vocab_size", "model.vocab_size"},
+                                   {"n_positions", "train.seq_len"}}) {
+    MPIACCEL_CHECK(c.contains(field) && c[field].is_number_integer(),
+                   where + ": " + field + " is " + (c.contains(field) ? c[field].dump() : "missing") +
+                       ": a GPT2Config holds it as an integer");
+    out.push_back({key, std::to_string(c[field].get<int64_t>()), field});
+  }
+  out.push_back({"model.activation", our_activation(c, where), "activation_function"});
+  check_fixed_fields(c, c["n_embd"].get<int64_t>(), where);
+  return out;
+}
 
 }  // namespace
 
-const HfArchitecture kHfGpt2 = {"gpt", "GPT2LMHeadModel", "wte.weight", hf_gpt2_name, gpt_name_for, gpt2_config, gpt2_check};
+const HfArchitecture kHfGpt2 = {"gpt",        "GPT2LMHeadModel", "gpt2",       "wte.weight",  hf_gpt2_name,
+                                gpt_name_for, gpt2_config,       gpt2_check,   gpt2_settings};
 
 }  // namespace mpiaccel::detail

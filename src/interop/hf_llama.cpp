@@ -153,9 +153,58 @@ void llama_check(const nlohmann::json& c, const ModelSpec& spec, const std::stri
   check_rope(c, spec, where);
 }
 
+// A JSON number or bool as INI text; `fallback` when `value` is absent or null.
+std::string setting_text(const nlohmann::json& value, const nlohmann::json& fallback, const std::string& where,
+                         const std::string& field) {
+  const nlohmann::json& v = value.is_null() ? fallback : value;
+  MPIACCEL_CHECK(v.is_number() || v.is_boolean(),
+                 where + ": " + field + " = " + v.dump() + " is not a number: the Llama reads numbers there");
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer() || v.is_number_unsigned()) return std::to_string(v.get<int64_t>());
+  return v.dump();
+}
+
+// LlamaConfig's fields as our [model] keys, with LlamaConfig's defaults
+// where a file leaves one out.
+std::vector<HfSetting> llama_settings(const nlohmann::json& c, const std::string& where) {
+  MPIACCEL_CHECK(c.value("hidden_act", std::string("silu")) == "silu",
+                 where + ": hidden_act " + c["hidden_act"].dump() + " is not silu, the Llama's SwiGLU");
+  std::vector<HfSetting> out;
+  auto take = [&](const nlohmann::json& from, const std::string& field, const std::string& key,
+                  const nlohmann::json& fallback) {
+    MPIACCEL_CHECK(from.contains(field) || !fallback.is_null(), where + " has no " + field + ": not a LlamaConfig");
+    out.push_back({key, setting_text(from.value(field, nlohmann::json()), fallback, where, field), field});
+  };
+  take(c, "num_hidden_layers", "model.n_layer", nullptr);
+  take(c, "hidden_size", "model.n_embd", nullptr);
+  take(c, "num_attention_heads", "model.n_head", nullptr);
+  take(c, "num_key_value_heads", "model.n_kv_head", c.value("num_attention_heads", nlohmann::json()));
+  take(c, "head_dim", "model.head_dim", 0);  // 0: hidden_size / num_attention_heads, as theirs
+  take(c, "intermediate_size", "model.intermediate_size", nullptr);
+  take(c, "vocab_size", "model.vocab_size", nullptr);
+  take(c, "rms_norm_eps", "model.rms_norm_eps", 1e-6);
+  take(c, "attention_bias", "model.attention_bias", false);
+  take(c, "mlp_bias", "model.mlp_bias", false);
+  take(c, "tie_word_embeddings", "model.tie_word_embeddings", false);
+  const nlohmann::json rope = their_rope(c);
+  const std::string type = rope["rope_type"].is_string() ? rope["rope_type"].get<std::string>() : "?";
+  MPIACCEL_CHECK(type == "default" || type == "llama3",
+                 where + ": rope_type " + type + " is not one the Llama here computes; accepted: default, llama3");
+  take(rope, "rope_theta", "model.rope_theta", 10000.0);
+  out.push_back({"model.rope_scaling", type == "llama3" ? "llama3" : "none", "rope_type"});
+  if (type == "llama3") {
+    take(rope, "factor", "model.rope_scaling_factor", nullptr);
+    take(rope, "low_freq_factor", "model.rope_low_freq_factor", nullptr);
+    take(rope, "high_freq_factor", "model.rope_high_freq_factor", nullptr);
+    take(rope, "original_max_position_embeddings", "model.rope_original_max_positions", nullptr);
+  }
+  return out;
+}
+
 }  // namespace
 
-const HfArchitecture kHfLlama = {"llama", "LlamaForCausalLM", "model.embed_tokens.weight", llama_to_hf,
-                                 llama_to_ours, llama_config, llama_check};
+const HfArchitecture kHfLlama = {"llama",     "LlamaForCausalLM", "llama",        "model.embed_tokens.weight",
+                                 llama_to_hf, llama_to_ours,      llama_config,   llama_check,
+                                 llama_settings};
 
 }  // namespace mpiaccel::detail

@@ -13,7 +13,7 @@
 #include <map>
 #include <memory>
 
-#include "checkpoint/manifest.hpp"
+#include "checkpoint/manifest/manifest.hpp"
 #include "core/dtype_names.hpp"
 #include "interop/hf_architecture.hpp"
 #include "interop/hf_tokenizer.hpp"
@@ -151,13 +151,6 @@ std::vector<std::string> write_weights(const std::string& dir, const std::vector
 }
 
 }  // namespace
-
-const HfArchitecture& hf_architecture(const std::string& kind) {
-  if (kind == "gpt") return kHfGpt2;
-  if (kind == "llama") return kHfLlama;
-  MPIACCEL_THROW("a " + kind + " model has no Hugging Face architecture here; the GPT (GPT2LMHeadModel) and "
-                 "the Llama (LlamaForCausalLM) have");
-}
 
 std::vector<std::string> export_hf_model(const CheckpointReader& reader, const std::string& dir,
                                          const HfExport& options) {

@@ -52,7 +52,7 @@ at::Tensor normed(torch::nn::LayerNorm& norm, const at::Tensor& x, const SplitCo
   return at::layer_norm(x, o.normalized_shape(), ctx.shared(norm->weight), ctx.shared(norm->bias), o.eps());
 }
 
-std::shared_ptr<tp::Linear> linear(int64_t in, int64_t out, const ModelInit& init) {
+std::shared_ptr<tp::Linear> gpt_linear(int64_t in, int64_t out, const ModelInit& init) {
   return built(std::make_shared<tp::Linear>(in, out), init);
 }
 
@@ -65,8 +65,8 @@ class CausalSelfAttention : public torch::nn::Module {
     // One fused projection for q, k and v: one matmul instead of three.
     // Split over a tensor-parallel group, each rank holds its heads' rows of
     // each of the three blocks (Style::fused_blocks).
-    qkv_ = register_module("qkv", linear(spec.n_embd, 3 * spec.n_embd, init));
-    proj_ = register_module("proj", linear(spec.n_embd, spec.n_embd, init));
+    qkv_ = register_module("qkv", gpt_linear(spec.n_embd, 3 * spec.n_embd, init));
+    proj_ = register_module("proj", gpt_linear(spec.n_embd, spec.n_embd, init));
     attn_dropout_ = register_module("attn_dropout", torch::nn::Dropout(spec.dropout));
     resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(spec.dropout));
   }
@@ -105,8 +105,8 @@ class FeedForward : public torch::nn::Module {
       : torch::nn::Module("FeedForward"), approximate_(spec.activation == "gelu_tanh" ? "tanh" : "none") {
     MPIACCEL_CHECK(spec.activation == "gelu" || spec.activation == "gelu_tanh",
                    "[model] activation = " + spec.activation + " is unknown; accepted: gelu|gelu_tanh");
-    fc_ = register_module("fc", linear(spec.n_embd, 4 * spec.n_embd, init));
-    proj_ = register_module("proj", linear(4 * spec.n_embd, spec.n_embd, init));
+    fc_ = register_module("fc", gpt_linear(spec.n_embd, 4 * spec.n_embd, init));
+    proj_ = register_module("proj", gpt_linear(4 * spec.n_embd, spec.n_embd, init));
     dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));
   }
 

@@ -37,7 +37,7 @@
 namespace mpiaccel::detail {
 namespace {
 
-std::shared_ptr<tp::Linear> linear(int64_t in, int64_t out, bool bias, const ModelInit& init) {
+std::shared_ptr<tp::Linear> llama_linear(int64_t in, int64_t out, bool bias, const ModelInit& init) {
   return built(std::make_shared<tp::Linear>(in, out, bias), init);
 }
 
@@ -69,10 +69,10 @@ class LlamaAttention : public torch::nn::Module {
       : torch::nn::Module("LlamaAttention"),
         kv_heads_(spec.kv_heads()), head_dim_(spec.head_width()), dropout_(spec.dropout) {
     const bool bias = spec.attention_bias;
-    q_proj_ = register_module("q_proj", linear(spec.n_embd, spec.n_head * head_dim_, bias, init));
-    k_proj_ = register_module("k_proj", linear(spec.n_embd, kv_heads_ * head_dim_, bias, init));
-    v_proj_ = register_module("v_proj", linear(spec.n_embd, kv_heads_ * head_dim_, bias, init));
-    o_proj_ = register_module("o_proj", linear(spec.n_head * head_dim_, spec.n_embd, bias, init));
+    q_proj_ = register_module("q_proj", llama_linear(spec.n_embd, spec.n_head * head_dim_, bias, init));
+    k_proj_ = register_module("k_proj", llama_linear(spec.n_embd, kv_heads_ * head_dim_, bias, init));
+    v_proj_ = register_module("v_proj", llama_linear(spec.n_embd, kv_heads_ * head_dim_, bias, init));
+    o_proj_ = register_module("o_proj", llama_linear(spec.n_head * head_dim_, spec.n_embd, bias, init));
   }
 
   /// `cos`, `sin`: the rotary tables of x's positions. With `cache`, x's
@@ -124,9 +124,9 @@ class LlamaMLP : public torch::nn::Module {
  public:
   LlamaMLP(const ModelSpec& spec, const ModelInit& init) : torch::nn::Module("LlamaMLP") {
     const int64_t width = spec.swiglu_width();
-    gate_proj_ = register_module("gate_proj", linear(spec.n_embd, width, spec.mlp_bias, init));
-    up_proj_ = register_module("up_proj", linear(spec.n_embd, width, spec.mlp_bias, init));
-    down_proj_ = register_module("down_proj", linear(width, spec.n_embd, spec.mlp_bias, init));
+    gate_proj_ = register_module("gate_proj", llama_linear(spec.n_embd, width, spec.mlp_bias, init));
+    up_proj_ = register_module("up_proj", llama_linear(spec.n_embd, width, spec.mlp_bias, init));
+    down_proj_ = register_module("down_proj", llama_linear(width, spec.n_embd, spec.mlp_bias, init));
   }
 
   at::Tensor forward(const at::Tensor& x, const SplitContext& ctx) {
@@ -192,7 +192,7 @@ class LlamaForCausalLM : public torch::nn::Module, public HasUnits, public TextM
   LlamaForCausalLM(const ModelSpec& spec, const ModelInit& init)
       : torch::nn::Module("LlamaForCausalLM"), TextModel(spec, "Llama"), rope_(spec) {
     model_ = register_module("model", std::make_shared<LlamaModel>(spec, init));
-    if (!spec.tie_word_embeddings) lm_head_ = register_module("lm_head", linear(spec.n_embd, spec.vocab_size, false, init));
+    if (!spec.tie_word_embeddings) lm_head_ = register_module("lm_head", llama_linear(spec.n_embd, spec.vocab_size, false, init));
     if (!init.deferred) init_weights();
   }
 

@@ -20,8 +20,6 @@ namespace {
 
 using Kind = PipelineAction::Kind;
 
-std::string n(int64_t v) { return std::to_string(v); }
-
 PipelineAction action(Kind kind, int64_t microbatch, int64_t stage) { return {kind, microbatch, stage}; }
 
 // GPipe: every forward, then every backward.
@@ -117,15 +115,15 @@ PipelineScheduleKind pipeline_schedule_kind(const std::string& name) {
 std::vector<PipelineAction> pipeline_schedule(PipelineScheduleKind kind, int64_t rank, int64_t ranks,
                                               int64_t virtual_stages, int64_t microbatches) {
   MPIACCEL_CHECK(ranks >= 1 && rank >= 0 && rank < ranks && microbatches >= 1,
-                 "pipeline_schedule: rank " + n(rank) + " of " + n(ranks) + ", " + n(microbatches) + " microbatches");
+                 "pipeline_schedule: rank " + std::to_string(rank) + " of " + std::to_string(ranks) + ", " + std::to_string(microbatches) + " microbatches");
   const bool interleaving = kind == PipelineScheduleKind::Interleaved1F1B;
   MPIACCEL_CHECK(interleaving ? virtual_stages >= 2 : virtual_stages == 1,
-                 "[parallelism] pp_virtual_stages = " + n(virtual_stages) +
+                 "[parallelism] pp_virtual_stages = " + std::to_string(virtual_stages) +
                      (interleaving ? ": interleaved_1f1b holds 2 or more stages per rank"
                                    : ": only interleaved_1f1b holds several stages per rank; set it to 1 (or 0)"));
   if (kind != PipelineScheduleKind::GPipe)
     MPIACCEL_CHECK(microbatches >= ranks && (!interleaving || microbatches % ranks == 0),
-                   "[parallelism] pp_microbatches = " + n(microbatches) + " with pp_size " + n(ranks) + ": " +
+                   "[parallelism] pp_microbatches = " + std::to_string(microbatches) + " with pp_size " + std::to_string(ranks) + ": " +
                        (interleaving ? "interleaved_1f1b needs a multiple of pp_size"
                                      : "1f1b and zb_h1 need at least pp_size microbatches") +
                        " (set pp_microbatches, or [train] grad_accum_steps, to one; or pp_schedule = gpipe)");

@@ -15,12 +15,10 @@ namespace {
 
 using Cut = std::vector<std::pair<int64_t, int64_t>>;
 
-std::string n(int64_t v) { return std::to_string(v); }
-
 // "0-3,4-7" as ranges; each part "a-b" or "a".
 Cut parse_layers(const std::string& spec, int64_t layers, int64_t stages) {
   const std::string usage = " (e.g. pp_layers = 0-3,4-7: each stage's first and last layer, in order, covering 0-" +
-                            n(layers - 1) + " once)";
+                            std::to_string(layers - 1) + " once)";
   Cut cut;
   std::stringstream parts(spec);
   std::string part;
@@ -42,14 +40,14 @@ Cut parse_layers(const std::string& spec, int64_t layers, int64_t stages) {
     }
     const int64_t begin = cut.empty() ? 0 : cut.back().second;
     MPIACCEL_CHECK(first == begin && last >= first && last < layers,
-                   "[parallelism] pp_layers = " + spec + ": '" + part + "' should start at layer " + n(begin) +
-                       " and end by layer " + n(layers - 1) + usage);
+                   "[parallelism] pp_layers = " + spec + ": '" + part + "' should start at layer " + std::to_string(begin) +
+                       " and end by layer " + std::to_string(layers - 1) + usage);
     cut.emplace_back(first, last + 1);
   }
   MPIACCEL_CHECK(!cut.empty() && cut.back().second == layers && static_cast<int64_t>(cut.size()) == stages,
-                 "[parallelism] pp_layers = " + spec + " gives " + n(static_cast<int64_t>(cut.size())) +
-                     " stages over layers 0-" + n(cut.empty() ? -1 : cut.back().second - 1) + ", but the pipeline has " +
-                     n(stages) + " stages and the model " + n(layers) + " layers" + usage);
+                 "[parallelism] pp_layers = " + spec + " gives " + std::to_string(static_cast<int64_t>(cut.size())) +
+                     " stages over layers 0-" + std::to_string(cut.empty() ? -1 : cut.back().second - 1) + ", but the pipeline has " +
+                     std::to_string(stages) + " stages and the model " + std::to_string(layers) + " layers" + usage);
   return cut;
 }
 
@@ -93,8 +91,8 @@ std::vector<std::pair<int64_t, int64_t>> pipeline_cut(const std::vector<double>&
                                                       double last_cost, int64_t stages, const std::string& spec) {
   const int64_t layers = static_cast<int64_t>(costs.size());
   MPIACCEL_CHECK(stages >= 1 && stages <= layers,
-                 "pipeline parallelism: " + n(stages) + " stages (pp_size × pp_virtual_stages) but the model has " +
-                     n(layers) + " layers; each stage needs one: lower pp_size or pp_virtual_stages");
+                 "pipeline parallelism: " + std::to_string(stages) + " stages (pp_size × pp_virtual_stages) but the model has " +
+                     std::to_string(layers) + " layers; each stage needs one: lower pp_size or pp_virtual_stages");
   return spec.empty() ? balance(costs, first_cost, last_cost, stages) : parse_layers(spec, layers, stages);
 }
 

@@ -1,10 +1,10 @@
+#include <unistd.h>  // environ (_GNU_SOURCE)
+
 #include <cstdlib>
 #include <map>
 #include <string>
 
 #include "mpiaccel/runtime.hpp"
-
-extern char** environ;
 
 namespace mpiaccel {
 namespace {

@@ -14,6 +14,7 @@
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/data.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/log.hpp"
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/pipeline.hpp"
 #include "mpiaccel/strategy.hpp"
@@ -147,7 +148,8 @@ void init_from_pretrained(Accelerator& acc, Model& model, const ModelSpec& spec,
     }
   }
   all_ok(acc.comm(), why.empty(), why);
-  acc.print("initialised from the pretrained model " + path);
+  // A notice, on stderr: stdout is the program's (generate --model's ids).
+  if (acc.is_main_process()) log_info("initialised from the pretrained model " + path);
 }
 
 

@@ -15,8 +15,10 @@
 #include "mpiaccel/config_files.hpp"
 #include "mpiaccel/config_io.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
 #include "mpiaccel/trainer.hpp"
+#include "trainer/pretrained_config.hpp"
 
 namespace mpiaccel {
 namespace {
@@ -98,18 +100,26 @@ int run_main(int argc, char** argv, const std::function<int(Accelerator&, const 
   }
   Runtime runtime(&argc, &argv);
   try {
-    Config config;
+    ResolvedConfig resolved;
+    std::string pretrained;
     {
-      // Rank 0 reads the file; every rank parses the same bytes.
+      // Rank 0 reads the files; every rank parses the same bytes.
       auto bootstrap = make_mpi_world(runtime, std::chrono::seconds(120));
-      if (!args.config_paths.empty())
-        config = load_config(*bootstrap, args.config_paths, args.overrides);
-      else if (!options.config_text.empty())
-        config = Config::parse(options.config_text, options.name + " (its config)", args.overrides);
-      else
-        config = Config::defaults(args.overrides);
+      if (!args.config_paths.empty()) {
+        resolved = load_resolved_config(*bootstrap, args.config_paths, args.overrides);
+      } else if (!options.config_text.empty()) {
+        // A whole config (a checkpoint's): every key in it is set.
+        resolved.config = Config::parse(options.config_text, options.name + " (its config)", args.overrides);
+        for (const ConfigKeyInfo& key : config_schema())
+          resolved.settings.push_back({key.section + "." + key.key, "", options.name + " (its config)", key.key});
+      } else {
+        resolved = resolve_config({}, args.overrides);
+      }
+      pretrained = detail::apply_pretrained_config(*bootstrap, resolved);
     }
-    Accelerator accelerator(runtime, std::move(config));
+    Accelerator accelerator(runtime, std::move(resolved.config));
+    // On stderr, with the run's other notices: stdout is the program's (generate's text).
+    if (!pretrained.empty() && accelerator.is_main_process()) log_info(pretrained);
     return body(accelerator, args);
   } catch (const std::exception& e) {
     return report_failure(runtime, name, e);

@@ -1,6 +1,8 @@
 // libFuzzer harness: a model directory's config.json as [model] init_from
-// reads it (interop/hf_config_check.cpp, the Llama's checks in
-// interop/hf_llama.cpp): any input must pass or throw mpiaccel::Error; another
+// reads it (interop/hf_config_check.cpp; the settings and checks of
+// interop/hf_llama.cpp and interop/hf_gpt2.cpp): the family it names, the
+// settings it gives, and the check against a model of ours, for both
+// architectures. Any input must pass or throw mpiaccel::Error; another
 // exception, a crash, a hang or a sanitizer report is a finding.
 //   tests/fuzz/run.sh builds it with clang -fsanitize=fuzzer,address,undefined.
 
@@ -11,17 +13,37 @@
 #include "interop/hf_architecture.hpp"
 #include "mpiaccel/error.hpp"
 
+namespace {
+
+// What init_from does with a config.json: which family, which settings
+// (interop/hf_pretrained.cpp), then the check every load makes.
+void read_as_init_from(const std::string& text, const mpiaccel::ModelSpec& spec) {
+  using namespace mpiaccel::detail;
+  try {
+    const nlohmann::json theirs = parse_hf_config(text, "config.json");
+    const HfArchitecture& arch = hf_architecture_of(theirs, "config.json");
+    try {
+      for (const HfSetting& s : arch.settings(theirs, "config.json")) (void)s.value.size();
+    } catch (const nlohmann::json::exception&) {  // resolve_pretrained_config's to turn into an Error
+    }
+  } catch (const mpiaccel::Error&) {
+  }
+  for (const HfArchitecture* arch : {&kHfLlama, &kHfGpt2}) {
+    try {
+      check_hf_config_text(*arch, text, spec, "config.json");
+    } catch (const mpiaccel::Error&) {
+    }
+  }
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mpiaccel::ModelSpec spec;
   spec.n_layer = 2;
   spec.n_head = 4;
   spec.n_kv_head = 2;
   spec.n_embd = 64;
-  try {
-    mpiaccel::detail::check_hf_config_text(mpiaccel::detail::kHfLlama,
-                                           std::string(reinterpret_cast<const char*>(data), size), spec,
-                                           "config.json");
-  } catch (const mpiaccel::Error&) {
-  }
+  read_as_init_from(std::string(reinterpret_cast<const char*>(data), size), spec);
   return 0;
 }

@@ -27,11 +27,11 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/h5_attributes.hpp"
-#include "checkpoint/h5_types.hpp"
-#include "checkpoint/manifest_codec.hpp"
-#include "checkpoint/manifest_reader.hpp"
-#include "checkpoint/shard_table_writer.hpp"
+#include "checkpoint/hdf5/h5_attributes.hpp"
+#include "checkpoint/hdf5/h5_types.hpp"
+#include "checkpoint/manifest/manifest_codec.hpp"
+#include "checkpoint/manifest/manifest_reader.hpp"
+#include "checkpoint/save/shard_table_writer.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace {

@@ -66,8 +66,8 @@ for name in "${harnesses[@]}"; do
                     "$src"/config/{translator,source_leaves,json_source,yaml_source,accelerate_yaml,deepspeed_json}.cpp \
                     "$src"/config/{trainer_fsdp,training_arguments_json}.cpp "${core[@]}" -- -linih -lyaml-cpp ;;
     manifest) link manifest "$here/fuzz_manifest.cpp" \
-                "$src"/checkpoint/{manifest_reader,manifest_codec,shard_table_writer,shard_record_type}.cpp \
-                "$src"/checkpoint/{h5_attributes,h5_types}.cpp "${core[@]}" "$src/core/dtype_names.cpp" \
+                "$src"/checkpoint/manifest/{manifest_reader,manifest_codec,shard_record_type}.cpp \
+                "$src"/checkpoint/save/shard_table_writer.cpp "$src"/checkpoint/hdf5/{h5_attributes,h5_types}.cpp "${core[@]}" "$src/core/dtype_names.cpp" \
                 -- "${hdf5_libs[@]}" "${torch_libs[@]}" ;;
     safetensors) link safetensors "$here/fuzz_safetensors.cpp" "$src/interop/safetensors.cpp" \
                    "${core[@]}" -- "${torch_libs[@]}" ;;

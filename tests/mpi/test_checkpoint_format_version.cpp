@@ -17,7 +17,7 @@
 #include <filesystem>
 #include <functional>
 
-#include "checkpoint/h5_attributes.hpp"
+#include "checkpoint/hdf5/h5_attributes.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/state.hpp"

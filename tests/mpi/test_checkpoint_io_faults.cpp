@@ -25,7 +25,7 @@
 #include <set>
 #include <sstream>
 
-#include "checkpoint/file_system.hpp"
+#include "checkpoint/io/file_system.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/state.hpp"

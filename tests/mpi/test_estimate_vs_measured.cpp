@@ -30,6 +30,7 @@
 #include "mpiaccel/fsdp.hpp"
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/strategy.hpp"
+#include "test_paths.hpp"
 
 using namespace mpiaccel;
 using namespace mpiaccel::test;

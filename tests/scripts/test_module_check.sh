@@ -37,9 +37,9 @@ fresh_tree
 check || { cat "$WORK/out.txt"; fail "the untouched tree does not pass the check"; }
 
 fresh_tree
-add_line src/state/param_list.cpp '#include "checkpoint/manifest.hpp"'
+add_line src/state/param_list.cpp '#include "checkpoint/manifest/manifest.hpp"'
 expect_refused "state including checkpoint's internals" \
-  'src/state/param_list.cpp:1: #include "checkpoint/manifest.hpp": that is module checkpoint'"'"'s, but module state uses core runtime comm'
+  'src/state/param_list.cpp:1: #include "checkpoint/manifest/manifest.hpp": that is module checkpoint'"'"'s, but module state uses core runtime comm'
 
 fresh_tree
 add_line src/models/gpt.cpp '#include "mpiaccel/fsdp.hpp"'
@@ -71,4 +71,22 @@ fresh_tree
 sed -i 's/^| ddp | core, config, runtime, comm, precision, state, comm_hooks, grad_sync |/| ddp | core, config, runtime, comm, precision, state |/' "$WORK/tree/docs/design.md"
 expect_refused "docs/design.md disagreeing with the build" \
   "docs/design.md: the module table says ddp uses comm config core precision runtime state; the build declares"
+fresh_tree
+add_line src/state/param_list.cpp '#include "../checkpoint/manifest.hpp"'
+expect_refused "an include relative to the including folder that leaves it" \
+  "src/state/param_list.cpp:1: #include \"../checkpoint/manifest.hpp\": an include climbs out of its folder with '../'"
+
+fresh_tree
+python3 - "$WORK/tree/docs/design.md" <<'PY'
+import sys
+path = sys.argv[1]
+lines = open(path).read().split("\n")
+ddp = next(i for i, l in enumerate(lines) if l.startswith("| ddp |"))
+state = next(i for i, l in enumerate(lines) if l.startswith("| state |"))
+lines.insert(state, lines.pop(ddp))
+open(path, "w").write("\n".join(lines))
+PY
+expect_refused "docs/design.md listing a module above one it uses" \
+  "docs/design.md: the module table lists ddp above state, which it uses" \
+  "docs/design.md: the module table's order"
 echo "module check: every violation refused"

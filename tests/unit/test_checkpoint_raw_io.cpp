@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "core/crc32c.hpp"
-#include "checkpoint/raw_reader.hpp"
-#include "checkpoint/raw_writer.hpp"
-#include "checkpoint/tensor_io.hpp"
+#include "checkpoint/load/raw_reader.hpp"
+#include "checkpoint/save/raw_writer.hpp"
+#include "checkpoint/load/tensor_io.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace fs = std::filesystem;

@@ -13,6 +13,7 @@
 
 #include "core/error_identity.hpp"
 #include "mpiaccel/config.hpp"
+#include "test_paths.hpp"
 
 using mpiaccel::Config;
 using mpiaccel::ConfigError;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mpiaccel/config_files.hpp"
+#include "test_paths.hpp"
 
 using mpiaccel::Config;
 using mpiaccel::ConfigError;

@@ -24,6 +24,7 @@ using mpiaccel::Error;
 using mpiaccel::Hdf5Dataset;
 
 #include "support/scratch_dir.hpp"
+#include "test_paths.hpp"
 
 using mpiaccel::test::contains;
 using mpiaccel::test::message_of;

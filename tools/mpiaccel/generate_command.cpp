@@ -25,7 +25,7 @@ namespace mpiaccel::tool {
 namespace {
 
 struct GenerateArgs {
-  std::string checkpoint, prompt = "\n", logits;
+  std::string checkpoint, model, prompt = "\n", logits;
   bool ids = false;  // print the new token ids instead of text
   GenerateOptions options;
   std::vector<std::string> overrides;
@@ -41,6 +41,7 @@ GenerateArgs parse(const std::vector<std::string>& args) {
     };
     try {
       if (arg == "--checkpoint") g.checkpoint = value();
+      else if (arg == "--model") g.model = value();
       else if (arg == "--prompt") g.prompt = value();
       else if (arg == "--max-new") g.options.n_tokens = std::stoll(value());
       else if (arg == "--greedy") g.options.temperature = 0;
@@ -55,7 +56,8 @@ GenerateArgs parse(const std::vector<std::string>& args) {
       throw UsageError("bad number after " + arg);
     }
   }
-  if (g.checkpoint.empty()) throw UsageError("--checkpoint PATH is required");
+  if (g.checkpoint.empty() == g.model.empty())
+    throw UsageError("give one of --checkpoint PATH (a checkpoint) and --model DIR (a Hugging Face model)");
   if (g.options.n_tokens < 0) throw UsageError("--max-new must be >= 0");
   return g;
 }
@@ -90,10 +92,11 @@ int generate_from(Accelerator& acc, const GenerateArgs& g) {
   const std::string& kind = acc.config().train.model;
   MPIACCEL_CHECK(kind == "gpt" || kind == "llama",
                  g.checkpoint + " holds a " + kind + ", not a GPT or a Llama: nothing to generate with");
+  // A Hugging Face model (--model) comes in through [model] init_from.
   std::shared_ptr<Model> model = detail::build_builtin_model(acc);
   auto optimizer = detail::make_optimizer(acc.config().optimizer, model->module());
   acc.prepare(std::shared_ptr<torch::nn::Module>(model, &model->module()), optimizer);
-  acc.load_state(g.checkpoint);
+  if (!g.checkpoint.empty()) acc.load_state(g.checkpoint);
   if (!g.logits.empty()) {
     // Through the model as generate() runs it (collective under FSDP).
     at::NoGradGuard no_grad;
@@ -123,9 +126,15 @@ int run_generate(const std::vector<std::string>& args, int* argc, char*** argv) 
   options.usage = "(see `mpiaccel generate --help`)\n";
   // The checkpoint's own config, read here (one small dataset; every rank
   // reads it); nothing is trained, so nothing resumes, saves or starts from
-  // a pretrained model.
-  options.config_text = CheckpointReader(g.checkpoint).info().config_text;
-  std::vector<std::string> words = {(*argv)[0], "checkpoint.resume=none", "model.init_from="};
+  // a pretrained model. A Hugging Face model's config is its config.json
+  // (run_main takes it through [model] init_from, as `train` does).
+  std::vector<std::string> words = {(*argv)[0], "checkpoint.resume=none"};
+  if (g.model.empty()) {
+    options.config_text = CheckpointReader(g.checkpoint).info().config_text;
+    words.push_back("model.init_from=");
+  } else {
+    words.push_back("model.init_from=" + g.model);
+  }
   words.insert(words.end(), g.overrides.begin(), g.overrides.end());
   std::vector<char*> program_argv;
   for (std::string& w : words) program_argv.push_back(w.data());
@@ -137,14 +146,16 @@ int run_generate(const std::vector<std::string>& args, int* argc, char*** argv) 
 }  // namespace
 
 extern const Command kGenerateCommand = {
-    "generate", "text from the GPT or Llama of a checkpoint",
-    "usage: [mpirun -np N] mpiaccel generate --checkpoint PATH [--prompt TEXT] [--max-new N]\n"
+    "generate", "text from the GPT or Llama of a checkpoint or a Hugging Face directory",
+    "usage: [mpirun -np N] mpiaccel generate (--checkpoint PATH | --model DIR) [--prompt TEXT] [--max-new N]\n"
     "                         [--greedy | --temperature T] [--top-k K] [--seed S]\n"
     "                         [--logits FILE.npy] [--ids] [section.key=value ...]\n\n"
     "Continues TEXT (default: a newline) with N new tokens (default 200) from the GPT or\n"
     "Llama of the checkpoint PATH (a file, or a directory's latest), saved at any world size by\n"
     "any strategy; it runs under the checkpoint's own config, with the overrides on top\n"
-    "(distributed.strategy=fsdp, ...), alone or under mpirun/srun. Bytes, or through the\n"
+    "(distributed.strategy=fsdp, ...), alone or under mpirun/srun. --model DIR takes a\n"
+    "Hugging Face GPT2LMHeadModel or LlamaForCausalLM directory instead, built from its\n"
+    "config.json alone, as `train` builds [model] init_from. Bytes, or through the\n"
     "tokenizer beside the token files of a BPE run. --greedy takes the most likely token\n"
     "each time; else sampling at --temperature (0.8) among the --top-k (40) most likely,\n"
     "seeded by --seed (1234): the same text every time. --logits writes the logits of\n"

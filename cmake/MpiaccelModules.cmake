@@ -17,16 +17,23 @@ add_compile_options(-fmacro-prefix-map=${CMAKE_SOURCE_DIR}/=)
 # (MpiaccelLibrary.cmake).
 #
 # SUBDIRS: folders of src/NAME whose sources are the module's too (a large
-# module's seams: src/checkpoint/save, ...).
+# module's seams: src/checkpoint/save, ...). ALONE: its sources (names in
+# src/NAME) that compile on their own, outside the unity batches: a file
+# with compile options of its own (set_source_files_properties) must be,
+# or a batch would compile it without them.
 function(mpiaccel_module name)
-  cmake_parse_arguments(M "" "" "USES;HEADERS;LIBS;SUBDIRS" ${ARGN})
+  cmake_parse_arguments(M "" "" "USES;HEADERS;LIBS;SUBDIRS;ALONE" ${ARGN})
   set(globs ${CMAKE_SOURCE_DIR}/src/${name}/*.cpp)
   foreach(subdir ${M_SUBDIRS})
     list(APPEND globs ${CMAKE_SOURCE_DIR}/src/${name}/${subdir}/*.cpp)
   endforeach()
   file(GLOB sources CONFIGURE_DEPENDS ${globs})
+  list(TRANSFORM M_ALONE PREPEND ${CMAKE_SOURCE_DIR}/src/${name}/ OUTPUT_VARIABLE alone)
+  if(alone)
+    list(REMOVE_ITEM sources ${alone})
+  endif()
   mpiaccel_unity_sources(sources ${name} ${CMAKE_SOURCE_DIR}/src ${sources})
-  add_library(mpiaccel_obj_${name} OBJECT ${sources})
+  add_library(mpiaccel_obj_${name} OBJECT ${sources} ${alone})
   target_include_directories(mpiaccel_obj_${name}
     PUBLIC ${CMAKE_SOURCE_DIR}/include ${MPIACCEL_GENERATED_INCLUDE_DIR}
     PRIVATE ${CMAKE_SOURCE_DIR}/src)
@@ -53,6 +60,9 @@ endfunction()
 # -DMPIACCEL_UNITY=OFF compiles file by file (an editor's compile_commands).
 option(MPIACCEL_UNITY "Compile each module in batches of files (unity build)" ON)
 set(MPIACCEL_UNITY_BATCH 4 CACHE STRING "Source files per unity batch")
+if(NOT MPIACCEL_UNITY_BATCH MATCHES "^[1-9][0-9]*$")
+  message(FATAL_ERROR "MPIACCEL_UNITY_BATCH = '${MPIACCEL_UNITY_BATCH}': give a whole number of files, 1 or more")
+endif()
 
 # mpiaccel_unity_sources(OUT_VAR NAME BASE SOURCES...): SOURCES, or with
 # MPIACCEL_UNITY the batch files that include them (build/unity/NAME_N.cpp)

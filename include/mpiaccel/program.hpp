@@ -56,6 +56,10 @@ struct MainOptions {
   /// comes from elsewhere: `mpiaccel generate` takes a checkpoint's); its
   /// overrides apply on top. Empty: the defaults.
   std::string config_text;
+  /// Without --config (and config_text), read the file `mpiaccel config`
+  /// wrote ($XDG_CONFIG_HOME/mpiaccel/default.ini), when there is one.
+  /// `mpiaccel generate --model DIR` does not: the directory is the config.
+  bool read_default_config = true;
 };
 
 /// Runs `body` as described above and returns the exit status to return

@@ -96,10 +96,12 @@ bool one_process_computes_it(const Config& config, StrategyKind kind) {
     case StrategyKind::Zero2:
       return fp32 && zero.offload_optimizer == "none";
     case StrategyKind::Fsdp:
-      return fp32 && !fsdp.cpu_offload && !fsdp.quantized_weights && !fsdp.quantized_gradients;
+      return fp32 && !fsdp.cpu_offload && !fsdp.quantized_weights && !fsdp.quantized_gradients &&
+             fsdp.secondary_partition_size == 1;
     case StrategyKind::Zero3:
       return fp32 && zero.offload_param == "none" && zero.offload_optimizer == "none" && !fsdp.quantized_weights &&
-             !fsdp.quantized_gradients && !zero.quantized_weights && !zero.quantized_gradients;
+             !fsdp.quantized_gradients && !zero.quantized_weights && !zero.quantized_gradients &&
+             fsdp.secondary_partition_size == 1 && zero.secondary_partition_size == 1;
     case StrategyKind::NoDist:
     case StrategyKind::Ddp:
       return false;

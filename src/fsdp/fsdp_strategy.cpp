@@ -281,14 +281,16 @@ std::unique_ptr<Strategy> make_fsdp_strategy(const FsdpConfig& config,
 
 FsdpInfo fsdp_info(const Strategy& strategy) {
   const auto* fsdp = dynamic_cast<const detail::FsdpStrategy*>(&strategy);
-  MPIACCEL_CHECK(fsdp, "fsdp_info: the strategy is '" + strategy.name() + "', not FSDP");
+  MPIACCEL_CHECK(fsdp, "fsdp_info: the strategy '" + strategy.name() +
+                           "' holds no FSDP units (not FSDP, or FSDP over one rank, which runs as one process)");
   return fsdp->info();
 }
 
 std::vector<std::pair<std::string, at::Tensor>> full_state_dict(Strategy& strategy) {
   auto* fsdp = dynamic_cast<detail::FsdpStrategy*>(&strategy);
-  MPIACCEL_CHECK(fsdp, "full_state_dict: the strategy is '" + strategy.name() +
-                           "', not FSDP (a replicated strategy's model is already full)");
+  MPIACCEL_CHECK(fsdp, "full_state_dict: the strategy '" + strategy.name() +
+                           "' shards nothing (not FSDP, or FSDP over one rank, which runs as one process): "
+                           "its model's own parameters are the full state");
   return fsdp->full_state_dict();
 }
 

@@ -142,6 +142,7 @@ void check_fixed_fields(const nlohmann::json& c, int64_t n_embd, const std::stri
   fixed("scale_attn_weights", true);
   fixed("scale_attn_by_inverse_layer_idx", false);
   fixed("add_cross_attention", false);
+  fixed("tie_word_embeddings", true);  // our GPT's head is always its token embedding
 }
 
 // What a GPT-2 config.json says that the tensors' shapes do not (the shapes

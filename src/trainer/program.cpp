@@ -88,7 +88,8 @@ int run_main(int argc, char** argv, const std::function<int(Accelerator&, const 
   const std::string name = options.name.empty() ? file_name(argc > 0 ? argv[0] : nullptr) : options.name;
   try {
     args = parse_program_args(argc, argv);
-    if (args.config_paths.empty() && options.config_text.empty()) args.config_paths = user_default_config();
+    if (args.config_paths.empty() && options.config_text.empty() && options.read_default_config)
+      args.config_paths = user_default_config();
     if (options.config_required && args.config_paths.empty())
       throw std::invalid_argument("--config FILE is required (or write a default config with `mpiaccel config`)");
   } catch (const std::invalid_argument& e) {

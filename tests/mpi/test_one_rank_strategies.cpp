@@ -95,6 +95,7 @@ BOOST_AUTO_TEST_CASE(one_rank_runs_as_one_process_and_saves_the_same_tensors) {
       MPIACCEL_CHECK_ALL(m.global_shape == t.global_shape);
       MPIACCEL_CHECK_ALL(m.local.scalar_type() == t.local.scalar_type());
       MPIACCEL_CHECK_ALL(m.row_count == t.row_count);
+      MPIACCEL_CHECK_ALL(m.local.sizes() == t.local.sizes());
       if (m.local.sizes() == t.local.sizes()) worst = std::max(worst, rel_diff(m.local, t.local));
     }
     BOOST_TEST_MESSAGE("  " << theirs.size() << " tensors, max rel diff to the sharded path " << worst);

@@ -61,7 +61,7 @@ struct Args {
   int64_t head = 10;
 };
 
-Args parse(const std::vector<std::string>& args) {
+Args parse_ckpt_args(const std::vector<std::string>& args) {
   Args a;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -320,7 +320,7 @@ int run_export(const Args& a) {
 
 int run_ckpt(const std::vector<std::string>& args, int*, char***) {
   if (args.empty()) throw UsageError("missing subcommand (ls, show, verify, diff, export)");
-  const Args parsed = parse(args);
+  const Args parsed = parse_ckpt_args(args);
   const std::string& sub = args[0];
   if (sub == "ls") return run_ls(parsed);
   if (sub == "show") return run_show(parsed);

@@ -31,7 +31,7 @@ struct GenerateArgs {
   std::vector<std::string> overrides;
 };
 
-GenerateArgs parse(const std::vector<std::string>& args) {
+GenerateArgs parse_generate_args(const std::vector<std::string>& args) {
   GenerateArgs g;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -120,7 +120,7 @@ int generate_from(Accelerator& acc, const GenerateArgs& g) {
 }
 
 int run_generate(const std::vector<std::string>& args, int* argc, char*** argv) {
-  const GenerateArgs g = parse(args);
+  const GenerateArgs g = parse_generate_args(args);
   MainOptions options;
   options.name = "mpiaccel: generate";
   options.usage = "(see `mpiaccel generate --help`)\n";
@@ -134,6 +134,7 @@ int run_generate(const std::vector<std::string>& args, int* argc, char*** argv) 
     words.push_back("model.init_from=");
   } else {
     words.push_back("model.init_from=" + g.model);
+    options.read_default_config = false;  // the directory's config.json is the model's config
   }
   words.insert(words.end(), g.overrides.begin(), g.overrides.end());
   std::vector<char*> program_argv;

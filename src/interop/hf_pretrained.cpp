@@ -2,6 +2,9 @@
 
 #include "interop/hf_pretrained.hpp"
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "interop/hf_architecture.hpp"
@@ -56,6 +59,17 @@ std::string resolve_pretrained_config(ResolvedConfig& resolved, const std::strin
   const Config& config = resolved.config;
   check_hf_config_text(arch, text, ModelSpec::from(config.model, config.train.seq_len), where);
   return taken;
+}
+
+bool read_pretrained_config(const std::string& init_from, std::string* path, std::string* text) {
+  if (init_from.empty() || !std::filesystem::is_directory(init_from)) return false;
+  const std::filesystem::path file = std::filesystem::path(init_from) / "config.json";
+  if (!std::filesystem::exists(file)) return false;
+  std::ifstream in(file);
+  *text = std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  MPIACCEL_CHECK(in.good() || in.eof(), "[model] init_from: cannot read " + file.string());
+  *path = file.string();
+  return true;
 }
 
 }  // namespace mpiaccel::detail

@@ -19,4 +19,9 @@ namespace mpiaccel::detail {
 /// rank.
 std::string resolve_pretrained_config(ResolvedConfig& resolved, const std::string& text, const std::string& where);
 
+/// The config.json of the directory `init_from` names: false when it names
+/// none (empty, a lone .safetensors file, or a directory without one); else
+/// its path and text. Throws Error when the file cannot be read. Local.
+bool read_pretrained_config(const std::string& init_from, std::string* path, std::string* text);
+
 }  // namespace mpiaccel::detail

@@ -9,6 +9,7 @@
 #    equal transformers' within 1e-5; exported again it is bit-identical;
 #  - `mpiaccel generate --model DIR` runs the directory as it is, alone and
 #    under FSDP at np 2: the same logits and 50 greedy tokens as transformers;
+#    `mpiaccel estimate-memory` counts the directory's model;
 #  - a GPT2LMHeadModel (gelu_new) the same way: the GPT, its sequence length
 #    and its activation from config.json, logits within 1e-5 of transformers';
 #  - a key the user sets that disagrees with the file is refused in one line
@@ -49,6 +50,12 @@ expect_contains llama.out "model.rope_scaling = llama3"
 "$PY" "$ORACLE" logits llama run.npy "$PROMPT" || fail "the run's Llama computes otherwise than transformers'"
 "$MPIACCEL" ckpt export llama_run --format hf -o again > again.out 2>&1 || { cat again.out; fail "export"; }
 "$PY" "$ORACLE" same llama again || fail "the round trip changed the weights"
+
+# estimate-memory counts the directory's model, as train builds it.
+"$MPIACCEL" estimate-memory --config job.ini model.init_from="$WORK/llama" --world 2 > estimate.out 2> estimate.err \
+  || { cat estimate.out estimate.err; fail "estimate-memory of a Hugging Face directory"; }
+expect_contains estimate.err "[model] init_from: from $WORK/llama/config.json: train.model = llama"
+expect_contains estimate.out "Memory per rank for llama: 119,488 parameters"
 
 "$MPIACCEL" generate --model llama --prompt "$PROMPT" --max-new 50 --greedy --ids --logits direct.npy \
   > direct_ids.txt 2> direct.err || { cat direct_ids.txt direct.err; fail "generate --model"; }

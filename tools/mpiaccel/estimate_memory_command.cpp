@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "interop/hf_pretrained.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/config_files.hpp"
 #include "mpiaccel/estimate.hpp"
@@ -55,6 +56,12 @@ int run_estimate_memory(const std::vector<std::string>& args, int*, char***) {
   ResolvedConfig resolved = resolve_config_files(parsed.config_paths, parsed.overrides);
   const int world = parsed.world > 0 ? parsed.world : static_cast<int>(resolved.config.launch.num_processes);
   apply_batch_arithmetic(resolved, world);  // a DeepSpeed train_batch_size sets the micro batch
+  // A Hugging Face directory in [model] init_from decides the model, as `train` takes it.
+  std::string path, text;
+  if (detail::read_pretrained_config(resolved.config.model.init_from, &path, &text)) {
+    const std::string taken = detail::resolve_pretrained_config(resolved, text, path);
+    if (!taken.empty()) std::cerr << "[model] init_from: from " << path << ": " << taken << "\n";
+  }
   const Config& config = resolved.config;
   const ModelSpec spec = ModelSpec::from(config.model, config.train.seq_len);
   const ModelFootprint model = model_footprint(config.train.model, spec, config.parallelism.tp_size);

@@ -14,7 +14,8 @@
 #    and its activation from config.json, logits within 1e-5 of transformers';
 #  - a key the user sets that disagrees with the file is refused in one line
 #    naming both, and so is a family the user names against the file's; a
-#    field the model cannot compute is refused by name.
+#    file that sets every key gets every disagreement in one line; a field
+#    the model cannot compute is refused by name.
 source "$(dirname "$0")/lib.sh" "$1"
 
 PY=$SOURCE_DIR/.venv/bin/python
@@ -101,6 +102,15 @@ expect_contains bad.out "llama/config.json: num_key_value_heads = 2 but [model] 
 if mpi 2 "$MPIACCEL" train --config job.ini model.init_from="$WORK/llama" train.model=gpt train.max_steps=1 \
      checkpoint.dir=bad_family > bad_family.out 2>&1; then fail "a GPT from a Llama directory was accepted"; fi
 expect_contains bad_family.out "model_type llama is [train] model = llama, but command line sets [train] model = gpt"
+# A file that sets every key (as `mpiaccel config` writes one): every disagreement in one line.
+"$MPIACCEL" config --defaults -o full.ini > /dev/null 2>&1 || fail "mpiaccel config --defaults"
+if mpi 2 "$MPIACCEL" train --config full.ini model.init_from="$WORK/llama" train.max_steps=1 \
+     checkpoint.dir=bad_full > bad_full.out 2>&1; then fail "a full default config against a Llama was accepted"; fi
+expect_contains bad_full.out "model_type llama is [train] model = llama, but full.ini:"
+expect_contains bad_full.out "; num_hidden_layers = 2 but [model] n_layer gives 4 (full.ini:"
+expect_contains bad_full.out "; hidden_size = 64 but [model] n_embd gives 128 (full.ini:"
+expect_contains bad_full.out "leave these keys out to take the file's values, or set them to the file's"
+[ "$(grep -c 'leave these keys out' bad_full.out)" = 1 ] || fail "the disagreements are not one line"
 if "$MPIACCEL" generate --model gpt2 model.n_head=4 > bad_heads.out 2>&1; then fail "other GPT-2 heads were accepted"; fi
 expect_contains bad_heads.out "gpt2/config.json: n_head = 8 but [model] n_head gives 4"
 sed 's/"gelu_new"/"relu"/' gpt2/config.json > gpt2/config.relu && mv gpt2/config.relu gpt2/config.json

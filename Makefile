@@ -53,7 +53,7 @@ DEB_PACKAGES := build-essential cmake pkg-config ccache \
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all build build-command deps deps-apt deps-torch gpu-debs configure install test test-quick test-all test-sanitize bench run clean
+.PHONY: all build build-command deps deps-apt deps-torch gpu-debs configure install test test-quick test-all test-sanitize fuzz bench run clean
 
 all: build
 
@@ -110,6 +110,13 @@ install: build
 # run by `make bench`).
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 600 -j$(JOBS) -LE 'gpu|long'
+
+# The libFuzzer harnesses for longer than make test's 20 s each
+# (tests/fuzz/run.sh): FUZZ_SECONDS per harness; a crash is kept in
+# tests/fuzz/regressions/NAME, to be committed with its fix.
+FUZZ_SECONDS ?= 300
+fuzz: $(BUILD)/CMakeCache.txt
+	bash tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
 
 # A few minutes' subset: the unit tests and the core multi-rank suites at np 2
 # (CI runs it on the second, Debian-LibTorch build).

@@ -36,7 +36,7 @@ function(mpiaccel_module name)
   add_library(mpiaccel_obj_${name} OBJECT ${sources} ${alone})
   target_include_directories(mpiaccel_obj_${name}
     PUBLIC ${CMAKE_SOURCE_DIR}/include ${MPIACCEL_GENERATED_INCLUDE_DIR}
-    PRIVATE ${CMAKE_SOURCE_DIR}/src)
+    PRIVATE ${CMAKE_SOURCE_DIR}/src ${MPIACCEL_PRIVATE_GENERATED_DIR})
   target_compile_options(mpiaccel_obj_${name} PRIVATE ${MPIACCEL_WARNINGS})
   target_compile_options(mpiaccel_obj_${name} PUBLIC ${MPIACCEL_TORCH_CXX_FLAGS})
   set_target_properties(mpiaccel_obj_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)

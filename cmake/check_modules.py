@@ -21,6 +21,11 @@ from the umbrella header; and, with
 <!-- /module-table --> is this one, row for row in the build's order, which
 is a valid build order (each module below every module it uses).
 
+A model family (a folder of src/models/families) is named as a string
+literal only in its own folder: everything else asks the registry
+(include/mpiaccel/model_family.hpp). Comments and module names
+(register_module("mlp", ...)) do not count.
+
 Exit status 0 when all holds; 1 with one line per broken rule (file:line,
 what it includes, whose that is, and what its module declares).
 """
@@ -215,6 +220,32 @@ class Checker:
                     self.fail(f"{entry.folder}: {entry.kind} {entry.name} USES {use} but includes "
                               f"nothing of it; remove it from USES (and docs/design.md)")
 
+    def check_family_names(self):
+        families_dir = os.path.join(self.root, "src", "models", "families")
+        if not os.path.isdir(families_dir):
+            return
+        families = sorted(d for d in os.listdir(families_dir) if os.path.isdir(os.path.join(families_dir, d)))
+        literal = re.compile(r'"(' + "|".join(map(re.escape, families)) + r')"')
+        for top in ("src", "include", "tools"):
+            for folder, _, files in os.walk(os.path.join(self.root, top)):
+                for name in sorted(files):
+                    if name.endswith(SOURCE_SUFFIXES):
+                        self.check_family_literals(os.path.join(folder, name), families_dir, literal)
+
+    def check_family_literals(self, path, families_dir, literal):
+        relative = os.path.relpath(path, self.root)
+        with open(path, errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                code = re.sub(r"//.*$", "", line)
+                code = re.sub(r'register_module\(\s*"[^"]*"', "", code)
+                for match in literal.finditer(code):
+                    family = match.group(1)
+                    own = os.path.join(families_dir, family) + os.sep
+                    if not path.startswith(own):
+                        self.fail(f"{relative}:{number}: \"{family}\": a model family's name outside its folder "
+                                  f"(src/models/families/{family}); ask the registry "
+                                  f"(include/mpiaccel/model_family.hpp) instead")
+
     def check_design(self, path):
         text = open(path).read()
         block = re.search(r"<!-- module-table -->(.*?)<!-- /module-table -->", text, re.S)
@@ -269,6 +300,7 @@ def main():
     checker.check_umbrella_reaches_all()
     checker.check_folders()
     checker.check_unneeded()
+    checker.check_family_names()
     if args.design:
         checker.check_design(args.design)
     for error in checker.errors:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The peer of bench_actckpt: the bundled GPT written in PyTorch
-(bench/common/torch_gpt.py: the layers of src/models/gpt.cpp, with causal
+(bench/common/torch_gpt.py: the layers of src/models/families/gpt/gpt.cpp, with causal
 attention by matmul + masked softmax), one process, AdamW, with and
 without torch.utils.checkpoint on every decoder layer (non-reentrant, RNG
 state preserved: what our checkpoint does). The reference point for

@@ -1,4 +1,4 @@
-"""The bundled GPT (src/models/gpt.cpp) written in PyTorch, layer for layer:
+"""The bundled GPT (src/models/families/gpt/gpt.cpp) written in PyTorch, layer for layer:
 token and position embeddings, pre-LayerNorm decoder layers (fused qkv
 projection, causal attention, exact GELU MLP), a final LayerNorm and a head
 tied to the token embedding, no dropout. The peers of bench/eager,

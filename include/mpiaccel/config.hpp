@@ -134,8 +134,12 @@ struct SchedulerConfig {
   double min_lr_ratio = 0.0;            ///< floor of linear/cosine as a fraction of lr
 };
 
+/// [train] model when a config names none: the family that
+/// src/models/CMakeLists.txt declares the default.
+std::string default_model_family();
+
 struct TrainConfig {
-  std::string model = "gpt";            ///< gpt | llama | mlp | cnn
+  std::string model = default_model_family();  ///< a model family (include/mpiaccel/model_family.hpp)
   std::string dataset = "fortunes";     ///< fortunes | fashion-mnist | tokens | hdf5
   std::string data_dir;                 ///< "" = the dataset's Debian location; hdf5: a file or directory
   /// tokens: raw text (a file or directory) that rank 0 BPE-tokenizes into

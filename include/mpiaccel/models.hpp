@@ -26,35 +26,13 @@ namespace mpiaccel {
 
 class Communicator;
 
-/// The sizes of a bundled model. GPT reads n_layer .. dropout and
-/// activation; the Llama the same but activation, and its own fields below;
-/// MLP and CNN read hidden_size (and mlp_layers for the MLP).
-struct ModelSpec {
-  int64_t n_layer = 4;
-  int64_t n_head = 4;
-  int64_t n_embd = 128;
-  int64_t vocab_size = 256;  ///< byte-level text
+/// The sizes of a bundled model: the [model] section's (ModelConfig, in
+/// config.hpp: each field and its default written once, there) and the
+/// longest sequence. A family reads the fields it needs (GPT: n_layer ..
+/// dropout and activation; the Llama the same but activation, and its own;
+/// MLP and CNN hidden_size, the MLP mlp_layers).
+struct ModelSpec : ModelConfig {
   int64_t block_size = 128;  ///< longest sequence (= [train] seq_len)
-  double dropout = 0.0;
-  int64_t hidden_size = 256;
-  int64_t mlp_layers = 2;
-  /// The GPT MLP's GELU: "gelu" (exact, erf) or "gelu_tanh" (the tanh
-  /// approximation: GPT-2's gelu_new).
-  std::string activation = "gelu";
-  // The Llama's (names as in transformers' LlamaConfig, where they differ).
-  int64_t n_kv_head = 0;          ///< num_key_value_heads; 0 = n_head
-  int64_t head_dim = 0;           ///< 0 = n_embd / n_head
-  int64_t intermediate_size = 0;  ///< 0 = 8/3 n_embd rounded up to a multiple of 256
-  double rope_theta = 10000.0;
-  std::string rope_scaling = "none";  ///< none | llama3
-  double rope_scaling_factor = 8.0;
-  double rope_low_freq_factor = 1.0;
-  double rope_high_freq_factor = 4.0;
-  int64_t rope_original_max_positions = 8192;
-  double rms_norm_eps = 1e-5;
-  bool attention_bias = false;
-  bool mlp_bias = false;
-  bool tie_word_embeddings = false;
 
   /// The Llama's key/value heads, head width and SwiGLU width, with the
   /// defaults (0) resolved.
@@ -78,7 +56,7 @@ class Model {
   /// Mean cross-entropy of `output` (forward's result) against `target`
   /// (GPT, Llama: [B, T] next tokens, over all B·T positions; MLP/CNN: [B] labels).
   virtual at::Tensor loss(const at::Tensor& output, const at::Tensor& target) = 0;
-  /// "gpt", "llama", "mlp" or "cnn".
+  /// Its family's name (include/mpiaccel/model_family.hpp).
   virtual std::string kind() const = 0;
   /// This model as the torch::nn::Module it is (parameters, train/eval, to).
   virtual torch::nn::Module& module() = 0;
@@ -101,7 +79,7 @@ struct ModelInit {
   std::string device = "cpu";
 };
 
-/// A new model of `kind` ("gpt", "llama", "mlp", "cnn") sized by `spec`, initialised
+/// A new model of the family `kind` (model_family.hpp) sized by `spec`, initialised
 /// from LibTorch's default generator: seed it (torch::manual_seed) first for
 /// identical weights on every rank. Parameters are registered in a fixed order
 /// with names such as "blocks.0.attn.qkv.weight" (the Llama's are
@@ -141,9 +119,10 @@ void context_parallelize(Model& model, std::shared_ptr<Communicator> group, cons
 /// collective then); another model's forward() as it is.
 at::Tensor whole_logits(Model& model, const at::Tensor& tokens);
 
-/// The Module::name()s of the modules a model of `kind` runs through
-/// units().run (include/mpiaccel/unit.hpp): GPT {"DecoderLayer"}, Llama
-/// {"LlamaDecoderLayer"}, MLP {"MlpBlock"}, CNN none. Only these can be FSDP units that start sharded.
+/// The Module::name()s of the modules a model of the family `kind` runs
+/// through units().run (include/mpiaccel/unit.hpp; its ModelFamily's
+/// unit_classes): GPT {"DecoderLayer"}, Llama {"LlamaDecoderLayer"}, MLP
+/// {"MlpBlock"}, CNN none. Only these can be FSDP units that start sharded.
 std::vector<std::string> model_unit_classes(const std::string& kind);
 
 /// The unit classes FSDP and activation checkpointing pick in `model`: the

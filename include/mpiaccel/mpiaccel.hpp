@@ -18,6 +18,7 @@
 #include "mpiaccel/fsdp.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/mesh.hpp"
+#include "mpiaccel/model_family.hpp"
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/optim.hpp"
 #include "mpiaccel/pipeline.hpp"

@@ -6,12 +6,19 @@
 
 #include "config/key_spec_builder.hpp"
 #include "config/value_text.hpp"
+#include "model_family_names.hpp"
 
-namespace mpiaccel::detail {
+namespace mpiaccel {
+
+std::string default_model_family() { return MPIACCEL_DEFAULT_MODEL_FAMILY; }
+
+namespace detail {
 namespace {
 
 // The key is the member's own name, so a struct field and its key cannot drift.
 #define MPIACCEL_KEY(Struct, member) #member, &Struct::member
+// A family's folder name as the accepted value of [train] model.
+#define MPIACCEL_FAMILY_NAME(family) #family,
 
 // ZeRO++'s three switches: the same keys in [fsdp] and in [zero] (stage 3).
 template <class S>
@@ -185,7 +192,8 @@ std::vector<KeySpec> build_schema() {
 
   using T = TrainConfig;
   rows_of(rows, "train", &Config::train)
-      .choice(MPIACCEL_KEY(T, model), {"gpt", "llama", "mlp", "cnn"}, "model of the built-in trainer")
+      .choice(MPIACCEL_KEY(T, model), {MPIACCEL_MODEL_FAMILIES(MPIACCEL_FAMILY_NAME)},
+              "model of the built-in trainer (a family of src/models/families)")
       .choice(MPIACCEL_KEY(T, dataset), {"fortunes", "fashion-mnist", "tokens", "hdf5"},
               "training data (tokens: train.tokens/val.tokens; hdf5: arrays)")
       .text(MPIACCEL_KEY(T, data_dir), true, "a directory; empty = the dataset's Debian location",
@@ -341,4 +349,5 @@ std::string unknown_name_message(const std::string& section, const std::string& 
   return message + "; accepted: " + join(section_keys(section));
 }
 
-}  // namespace mpiaccel::detail
+}  // namespace detail
+}  // namespace mpiaccel

@@ -7,12 +7,11 @@
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/estimate.hpp"
 #include "estimate/pipeline_stages.hpp"
-#include "estimate/split_rows.hpp"
 
 namespace mpiaccel {
 namespace {
 
-using detail::kFp32;
+constexpr int64_t kFp32 = 4;  // bytes of a float32
 
 }  // namespace
 

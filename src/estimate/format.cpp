@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mpiaccel/estimate.hpp"
+#include "mpiaccel/model_family.hpp"
 
 namespace mpiaccel {
 namespace {
@@ -77,7 +78,7 @@ std::string format_estimate_table(const Config& config, const ModelFootprint& mo
   }
   out << ", " << config.optimizer.name << ", batch "
       << config.train.batch_size;
-  if (model.kind == "gpt" || model.kind == "llama") out << " x " << config.train.seq_len << " tokens";
+  if (model_family(model.kind).input == ModelFamily::Input::Tokens) out << " x " << config.train.seq_len << " tokens";
   out << " per rank" << (config.fsdp.activation_checkpointing ? ", activation checkpointing" : "");
   if (config.parallelism.cp_size > 1)
     out << ", context parallel: " << config.train.seq_len / config.parallelism.cp_size

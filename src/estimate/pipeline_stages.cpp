@@ -8,25 +8,19 @@
 
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/estimate.hpp"
+#include "mpiaccel/model_family.hpp"
 #include "mpiaccel/pipeline_schedule.hpp"
 #include "estimate/pipeline_stages.hpp"
 
 namespace mpiaccel {
 namespace {
 
-// How many of a bundled text model's tensors (model_footprint's order:
-// registration order) its first and last pieces hold, and whether the head
-// is the embedding again.
-struct PieceTensors {
-  size_t first = 0, last = 0;
-  bool tied = false;
-};
-
-PieceTensors piece_tensors(const std::string& kind, const ModelSpec& spec) {
-  if (kind == "gpt") return {2, 2, true};  // wte, wpe | ln_f weight and bias (+ wte)
-  if (kind == "llama") return {1, spec.tie_word_embeddings ? size_t{1} : size_t{2}, spec.tie_word_embeddings};
-  MPIACCEL_THROW("estimate-memory: [parallelism] pp_size > 1 needs [train] model = gpt or llama (" + kind +
-                 " does not declare pipeline pieces)");
+PipelinePieceTensors piece_tensors(const std::string& kind, const ModelSpec& spec) {
+  const ModelFamily& family = model_family(kind);
+  MPIACCEL_CHECK(family.pipeline_piece_tensors != nullptr, "estimate-memory: [parallelism] pp_size > 1 needs a [train] model "
+                                                    "that can be cut into stages (" + kind +
+                                                    " does not declare pipeline pieces)");
+  return family.pipeline_piece_tensors(spec);
 }
 
 int64_t count(const std::vector<ParamRows>& tensors) {
@@ -63,7 +57,7 @@ int64_t in_flight(PipelineScheduleKind kind, int64_t r, int64_t p, int64_t m, in
 
 ModelFootprint pipeline_stage_footprint(const std::string& kind, const ModelSpec& spec, int64_t tp,
                                         const std::vector<std::pair<int64_t, int64_t>>& stages) {
-  const PieceTensors pieces = piece_tensors(kind, spec);
+  const PipelinePieceTensors pieces = piece_tensors(kind, spec);
   ModelFootprint whole = model_footprint(kind, spec, tp);
   const size_t per_layer = (whole.tensors.size() - pieces.first - pieces.last) / static_cast<size_t>(spec.n_layer);
   const auto begin = whole.tensors.begin();

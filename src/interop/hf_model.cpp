@@ -15,7 +15,7 @@
 
 #include "checkpoint/manifest/manifest.hpp"
 #include "core/dtype_names.hpp"
-#include "interop/hf_architecture.hpp"
+#include "models/hf_architecture.hpp"
 #include "interop/hf_tokenizer.hpp"
 #include "interop/safetensors.hpp"
 #include "mpiaccel/checkpoint.hpp"

@@ -3,7 +3,7 @@
 // `mpiaccel ckpt export --format hf` writes one from a checkpoint of the GPT
 // (GPT2LMHeadModel) or the Llama (LlamaForCausalLM); `[model] init_from`
 // reads one (or a single .safetensors file) into the bundled model. Names,
-// layouts and config.json: interop/hf_architecture.hpp.
+// layouts and config.json: models/hf_architecture.hpp.
 
 #include <cstdint>
 #include <string>

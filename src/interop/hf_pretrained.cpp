@@ -7,7 +7,7 @@
 #include <iterator>
 #include <string>
 
-#include "interop/hf_architecture.hpp"
+#include "models/hf_architecture.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::detail {
@@ -23,17 +23,17 @@ std::string origin_of(const ResolvedConfig& resolved, const std::string& key) {
 
 // [train] model from the file's family, unless the user chose it: then ""
 // when it is the file's, else the disagreement. `taken` gets what was set.
-std::string take_family(ResolvedConfig& resolved, const HfArchitecture& arch, std::string* taken) {
+std::string take_family(ResolvedConfig& resolved, const ModelFamily& family, std::string* taken) {
   const std::string origin = origin_of(resolved, "train.model");
   const std::string& chosen = resolved.config.train.model;
   if (origin.empty()) {
-    resolved.config.set("train.model", arch.kind);
-    *taken = std::string("train.model = ") + arch.kind;
+    resolved.config.set("train.model", family.name);
+    *taken = std::string("train.model = ") + family.name;
     return "";
   }
-  if (chosen == arch.kind) return "";
-  return std::string("model_type ") + arch.model_type + " is [train] model = " + arch.kind + ", but " + origin +
-         " sets [train] model = " + chosen;
+  if (chosen == family.name) return "";
+  return std::string("model_type ") + family.hf->model_type + " is [train] model = " + family.name + ", but " +
+         origin + " sets [train] model = " + chosen;
 }
 
 // `s` set in `config`, or an Error naming the file's field when our key
@@ -73,9 +73,10 @@ std::string disagreement(const Config& config, const HfSetting& s, const std::st
 
 std::string resolve_pretrained_config(ResolvedConfig& resolved, const std::string& text, const std::string& where) {
   const nlohmann::json theirs = parse_hf_config(text, where);
-  const HfArchitecture& arch = hf_architecture_of(theirs, where);
+  const ModelFamily& chosen = hf_family_of(theirs, where);
+  const HfArchitecture& arch = *chosen.hf;
   std::string taken;
-  const std::string family = take_family(resolved, arch, &taken);
+  const std::string family = take_family(resolved, chosen, &taken);
   std::vector<HfSetting> settings;
   try {
     settings = arch.settings(theirs, where);
@@ -103,7 +104,7 @@ std::string resolve_pretrained_config(ResolvedConfig& resolved, const std::strin
     for (const std::string& d : disagreements) all += (all.empty() ? "" : "; ") + d;
     MPIACCEL_THROW(where + ": " + all + ": leave these keys out to take the file's values, or set them to the file's");
   }
-  MPIACCEL_CHECK(family.empty(), where + ": " + family + ": set it to " + arch.kind + " or leave it out");
+  MPIACCEL_CHECK(family.empty(), where + ": " + family + ": set it to " + std::string(chosen.name) + " or leave it out");
   const Config& config = resolved.config;
   check_hf_config_text(arch, text, ModelSpec::from(config.model, config.train.seq_len), where);
   return taken;

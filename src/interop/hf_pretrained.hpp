@@ -10,7 +10,7 @@
 namespace mpiaccel::detail {
 
 /// Takes the family ([train] model) and every setting the config.json `text`
-/// (read at `where`) decides (interop/hf_architecture.hpp) into `resolved`:
+/// (read at `where`) decides (models/hf_architecture.hpp) into `resolved`:
 /// a key that no file or override set (resolved.settings) is set from the
 /// file; one that was set must agree, checked as the load checks the file
 /// (one line naming the file's field and our key). Returns what was taken

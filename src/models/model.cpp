@@ -9,37 +9,17 @@
 
 #include "models/causal_lm.hpp"
 #include "models/deferred.hpp"
-#include "models/families.hpp"
 #include "mpiaccel/context_parallel.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/model_family.hpp"
 #include "mpiaccel/models.hpp"
 
 namespace mpiaccel {
 
 ModelSpec ModelSpec::from(const ModelConfig& model, int64_t seq_len) {
   ModelSpec spec;
-  spec.n_layer = model.n_layer;
-  spec.n_head = model.n_head;
-  spec.n_embd = model.n_embd;
-  spec.vocab_size = model.vocab_size;
+  static_cast<ModelConfig&>(spec) = model;
   spec.block_size = seq_len;
-  spec.dropout = model.dropout;
-  spec.hidden_size = model.hidden_size;
-  spec.mlp_layers = model.mlp_layers;
-  spec.activation = model.activation;
-  spec.n_kv_head = model.n_kv_head;
-  spec.head_dim = model.head_dim;
-  spec.intermediate_size = model.intermediate_size;
-  spec.rope_theta = model.rope_theta;
-  spec.rope_scaling = model.rope_scaling;
-  spec.rope_scaling_factor = model.rope_scaling_factor;
-  spec.rope_low_freq_factor = model.rope_low_freq_factor;
-  spec.rope_high_freq_factor = model.rope_high_freq_factor;
-  spec.rope_original_max_positions = model.rope_original_max_positions;
-  spec.rms_norm_eps = model.rms_norm_eps;
-  spec.attention_bias = model.attention_bias;
-  spec.mlp_bias = model.mlp_bias;
-  spec.tie_word_embeddings = model.tie_word_embeddings;
   return spec;
 }
 
@@ -47,11 +27,7 @@ std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec
                                   const ModelInit& init) {
   std::optional<detail::DeferredBuildScope> unmapping;
   if (init.deferred) unmapping.emplace();
-  if (kind == "gpt") return detail::make_gpt(spec, init);
-  if (kind == "llama") return detail::make_llama(spec, init);
-  if (kind == "mlp") return detail::make_mlp(spec, init);
-  if (kind == "cnn") return detail::make_cnn(spec, init);
-  MPIACCEL_THROW("model '" + kind + "' is unknown; accepted: gpt, llama, mlp, cnn");
+  return model_family(kind).make(spec, init);
 }
 
 void tensor_parallelize(Model& model, std::shared_ptr<Communicator> group, bool sequence_parallel) {
@@ -73,12 +49,7 @@ at::Tensor whole_logits(Model& model, const at::Tensor& tokens) {
   return text ? text->whole_logits(tokens) : model.forward(tokens);
 }
 
-std::vector<std::string> model_unit_classes(const std::string& kind) {
-  if (kind == "gpt") return {"DecoderLayer"};
-  if (kind == "llama") return {"LlamaDecoderLayer"};
-  if (kind == "mlp") return {"MlpBlock"};
-  return {};
-}
+std::vector<std::string> model_unit_classes(const std::string& kind) { return model_family(kind).unit_classes; }
 
 std::vector<std::string> units_to_wrap(const torch::nn::Module& model, const std::string& configured) {
   if (!configured.empty()) return split_list(configured);

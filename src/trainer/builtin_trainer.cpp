@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "mpiaccel/data.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
+#include "mpiaccel/model_family.hpp"
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/pipeline.hpp"
 #include "mpiaccel/strategy.hpp"
@@ -33,23 +33,24 @@ std::string printable(const std::string& text) {
   return out;
 }
 
-// What the trainer does with each bundled model family.
+// What the trainer does with a bundled model family, by what it reads.
 struct BuiltinModel {
   const char* throughput_unit;  // "tok" (per seq_len sample) or "samples"
   bool classifies;              // logs val_acc
   bool generates_text;          // prints a sample at the end
 };
 
-const BuiltinModel& builtin_model(const std::string& kind) {
-  static const std::map<std::string, BuiltinModel> models = {
-      {"gpt", {"tok", false, true}},
-      {"llama", {"tok", false, true}},
-      {"mlp", {"samples", true, false}},
-      {"cnn", {"samples", true, false}},
-  };
-  auto it = models.find(kind);
-  MPIACCEL_CHECK(it != models.end(), "model '" + kind + "' is unknown; accepted: gpt, llama, mlp, cnn");
-  return it->second;
+// The families that can be cut into pipeline stages: "gpt or llama".
+std::string pipelined_families() {
+  std::string names;
+  for (const ModelFamily* family : model_families())
+    if (family->pipeline_piece_tensors != nullptr) names += std::string(names.empty() ? "" : " or ") + family->name;
+  return names;
+}
+
+BuiltinModel builtin_model(const std::string& kind) {
+  if (model_family(kind).input == ModelFamily::Input::Tokens) return {"tok", false, true};
+  return {"samples", true, false};
 }
 
 // [fsdp] cpu_ram_efficient_loading (docs/fsdp.md "Memory-efficient init"):
@@ -173,7 +174,7 @@ std::string continue_text(Accelerator& acc, Model& model, const std::string& pro
 TrainResult train(Accelerator& acc) {
   const TrainConfig& tc = acc.config().train;
   detail::set_activity("preparing the model and data");
-  const BuiltinModel& kind = builtin_model(tc.model);
+  const BuiltinModel kind = builtin_model(tc.model);
   detail::prepare_token_files(acc);
   std::shared_ptr<Model> model = detail::build_builtin_model(acc);
   auto train_data = make_dataset(tc, "train");
@@ -184,7 +185,8 @@ TrainResult train(Accelerator& acc) {
     auto* pieces = dynamic_cast<PipelineModel*>(model.get());
     MPIACCEL_CHECK(pieces != nullptr, "[parallelism] pp_size " + std::to_string(acc.config().parallelism.pp_size) +
                                           ": [train] model = " + tc.model +
-                                          " does not declare pipeline pieces; use gpt or llama, or pp_size = 1");
+                                          " does not declare pipeline pieces; use " + pipelined_families() +
+                                          ", or pp_size = 1");
     acc.pipeline_parallelize(as_module(model), *pieces);
   }
 

@@ -1,6 +1,6 @@
 // libFuzzer harness: a model directory's config.json as [model] init_from
-// reads it (interop/hf_config_check.cpp; the settings and checks of
-// interop/hf_llama.cpp and interop/hf_gpt2.cpp): the family it names, the
+// reads it (models/hf_architecture.cpp; the settings and checks of
+// models/families/llama/hf_llama.cpp and families/gpt/hf_gpt2.cpp): the family it names, the
 // settings it gives, and the check against a model of ours, for both
 // architectures. Any input must pass or throw mpiaccel::Error; another
 // exception, a crash, a hang or a sanitizer report is a finding.
@@ -10,18 +10,27 @@
 #include <cstdint>
 #include <string>
 
-#include "interop/hf_architecture.hpp"
+#include "models/families/gpt/gpt.hpp"
+#include "models/families/llama/llama.hpp"
+#include "models/hf_architecture.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace {
+
+// The two families with a transformers architecture, as the registry has
+// them but for their other parts (the harness links the architectures alone).
+mpiaccel::ModelFamily hf_only(const char* name, const mpiaccel::detail::HfArchitecture& arch) {
+  return {name, "", mpiaccel::ModelFamily::Input::Tokens, {}, nullptr, nullptr, nullptr, nullptr, true, &arch};
+}
 
 // What init_from does with a config.json: which family, which settings
 // (interop/hf_pretrained.cpp), then the check every load makes.
 void read_as_init_from(const std::string& text, const mpiaccel::ModelSpec& spec) {
   using namespace mpiaccel::detail;
+  static const mpiaccel::ModelFamily gpt = hf_only("gpt", kHfGpt2), llama = hf_only("llama", kHfLlama);
   try {
     const nlohmann::json theirs = parse_hf_config(text, "config.json");
-    const HfArchitecture& arch = hf_architecture_of(theirs, "config.json");
+    const HfArchitecture& arch = *hf_family_of(theirs, "config.json", {&gpt, &llama}).hf;
     try {
       for (const HfSetting& s : arch.settings(theirs, "config.json")) (void)s.value.size();
     } catch (const nlohmann::json::exception&) {  // resolve_pretrained_config's to turn into an Error

@@ -13,7 +13,7 @@
 #   safetensors  the safetensors reader
 #   token_file   the token file header and reader
 #   idx          the Fashion-MNIST IDX reader
-#   hf_config    a model directory's config.json as init_from checks it (the Llama's)
+#   hf_config    a model directory's config.json as init_from checks it (the Llama's and GPT-2's)
 set -eu
 build=$(cd "$1" && pwd)
 seconds=${2:-60}
@@ -29,7 +29,7 @@ torch=$("$root/.venv/bin/python" -c 'import os, torch; print(os.path.dirname(tor
   { echo "FAIL: no torch in $root/.venv: run make deps" >&2; exit 1; }
 mpi_include=$(mpicc --showme:incdirs | tr ' ' '\n' | sed 's/^/-isystem/')
 flags=(-std=c++17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined
-       -I"$root/include" -I"$root/src" -I"$here" -I"$build/include"
+       -I"$root/include" -I"$root/src" -I"$here" -I"$build/include" -I"$build/generated"
        -isystem "$torch/include" -isystem "$torch/include/torch/csrc/api/include"
        -isystem /usr/include/hdf5/openmpi $mpi_include)
 torch_libs=(-L"$torch/lib" -Wl,-rpath,"$torch/lib" -ltorch_cpu -lc10)
@@ -75,7 +75,8 @@ for name in "${harnesses[@]}"; do
                   -- "${torch_libs[@]}" ;;
     idx) link idx "$here/fuzz_idx.cpp" "$src/data/fashion_mnist.cpp" "${core[@]}" \
            -- "${torch_libs[@]}" -lz ;;
-    hf_config) link hf_config "$here/fuzz_hf_config.cpp" "$src"/interop/{hf_config_check,hf_llama,hf_gpt2}.cpp \
+    hf_config) link hf_config "$here/fuzz_hf_config.cpp" "$src"/models/hf_architecture.cpp \
+                 "$src"/models/families/llama/hf_llama.cpp "$src"/models/families/gpt/hf_gpt2.cpp \
                  "${core[@]}" -- "${torch_libs[@]}" ;;
     *) echo "FAIL: no harness $name" >&2; exit 1 ;;
   esac

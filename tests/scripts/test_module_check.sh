@@ -4,7 +4,8 @@
 # undeclared dependency. Here it runs, exactly as the build runs it, on a
 # copy of the tree with one deliberate violation at a time: each must fail
 # with one line naming the file, the line and what is declared; the
-# untouched copy must pass.
+# untouched copy must pass. A model family's name as a string literal
+# outside its folder of src/models/families is refused too.
 source "$(dirname "$0")/lib.sh" "$1"
 table=$BUILD_DIR/module_table.txt
 [ -f "$table" ] || fail "$table is missing: configure the build first"
@@ -42,9 +43,23 @@ expect_refused "state including checkpoint's internals" \
   'src/state/param_list.cpp:1: #include "checkpoint/manifest/manifest.hpp": that is module checkpoint'"'"'s, but module state uses core runtime comm'
 
 fresh_tree
-add_line src/models/gpt.cpp '#include "mpiaccel/fsdp.hpp"'
+add_line src/models/families/gpt/gpt.cpp '#include "mpiaccel/fsdp.hpp"'
 expect_refused "models including a strategy's public header" \
-  'src/models/gpt.cpp:1: #include "mpiaccel/fsdp.hpp": that is module fsdp'"'"'s, but module models uses core config runtime'
+  'src/models/families/gpt/gpt.cpp:1: #include "mpiaccel/fsdp.hpp": that is module fsdp'"'"'s, but module models uses core config runtime'
+
+fresh_tree
+add_line src/trainer/progress.cpp 'static const char* kFamily = "llama";  // the registry knows it'
+expect_refused "a model family's name outside its folder" \
+  'src/trainer/progress.cpp:1: "llama": a model family'"'"'s name outside its folder (src/models/families/llama)'
+
+fresh_tree
+add_line src/models/families/gpt/gpt.cpp 'static const char* kOther = "mlp";'
+expect_refused "a family's folder naming another family" \
+  'src/models/families/gpt/gpt.cpp:1: "mlp": a model family'"'"'s name outside its folder (src/models/families/mlp)'
+
+fresh_tree
+add_line src/models/families/gpt/gpt.cpp '// the "llama" family is in its own folder; a comment may say so'
+check || { cat "$WORK/out.txt"; fail "a family's name in a comment was refused"; }
 
 fresh_tree
 add_line include/mpiaccel/comm.hpp '#include "runtime/trace.hpp"'

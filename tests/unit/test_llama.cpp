@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "models/causal_lm.hpp"
-#include "models/rope.hpp"
+#include "models/families/llama/rope.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/unit.hpp"

@@ -17,6 +17,7 @@
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/model_family.hpp"
 #include "mpiaccel/program.hpp"
 #include "trainer/builtin_model.hpp"
 #include "optim/optimizer_factory.hpp"
@@ -90,8 +91,8 @@ std::vector<int64_t> prompt_bytes(const std::string& prompt) {
 
 int generate_from(Accelerator& acc, const GenerateArgs& g) {
   const std::string& kind = acc.config().train.model;
-  MPIACCEL_CHECK(kind == "gpt" || kind == "llama",
-                 g.checkpoint + " holds a " + kind + ", not a GPT or a Llama: nothing to generate with");
+  MPIACCEL_CHECK(model_family(kind).input == ModelFamily::Input::Tokens,
+                 g.checkpoint + " holds a " + kind + ", which classifies images: nothing to generate with");
   // A Hugging Face model (--model) comes in through [model] init_from.
   std::shared_ptr<Model> model = detail::build_builtin_model(acc);
   auto optimizer = detail::make_optimizer(acc.config().optimizer, model->module());

@@ -1,16 +1,25 @@
 #pragma once
 // A layer's parameters as one rank holds them under tensor parallelism of t
 // ranks (docs/parallelism.md): the rows and row widths the strategies then
-// shard along dim 0. Shared by the GPT's and the Llama's closed forms.
+// shard along dim 0. Shared by the text families' closed forms
+// (ModelFamily::footprint).
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
-#include "mpiaccel/estimate.hpp"
+#include "mpiaccel/error.hpp"
+#include "mpiaccel/model_family.hpp"
 
 namespace mpiaccel::detail {
 
 inline constexpr int64_t kFp32 = 4;  ///< bytes of a float32
+
+/// Throws Error unless [parallelism] tp_size `tp` divides [model] `key`'s `value`.
+inline void check_tp_divides(int64_t value, const std::string& key, int64_t tp) {
+  MPIACCEL_CHECK(value % tp == 0, "estimate-memory: [model] " + key + " " + std::to_string(value) +
+                                      " does not divide by [parallelism] tp_size " + std::to_string(tp));
+}
 
 enum class LinearSplit {
   Whole,    ///< held whole by every rank (and every layer when t = 1)

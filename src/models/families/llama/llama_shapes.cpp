@@ -1,10 +1,12 @@
-// The Llama's footprint in closed form (see llama_footprint.hpp).
+// The Llama's parameters and activations in closed form (llama.hpp);
+// mirrors llama.cpp layer by layer. tests/unit/test_estimate.cpp checks the
+// parameters against a built model.
 
-#include "estimate/llama_footprint.hpp"
-
-#include "estimate/split_rows.hpp"
+#include "models/families/llama/llama.hpp"
 
 #include <vector>
+
+#include "models/split_rows.hpp"
 
 namespace mpiaccel::detail {
 namespace {
@@ -29,9 +31,22 @@ int64_t add_decoder_layer(std::vector<ParamRows>& tensors, const ModelSpec& spec
   return n + 2 * c;
 }
 
+// The sizes tensor parallelism over `tp` ranks must divide, as llama.cpp
+// checks them.
+void check_tensor_parallel(const ModelSpec& spec, int64_t tp) {
+  check_tp_divides(spec.n_head, "n_head", tp);
+  check_tp_divides(spec.vocab_size, "vocab_size", tp);
+  check_tp_divides(spec.swiglu_width(), "intermediate_size", tp);
+  MPIACCEL_CHECK(spec.kv_heads() % tp == 0 || tp % spec.kv_heads() == 0,
+                 "estimate-memory: [model] n_kv_head " + std::to_string(spec.kv_heads()) +
+                     " and [parallelism] tp_size " + std::to_string(tp) + ": one must divide the other");
+}
+
 }  // namespace
 
-void llama_footprint(const ModelSpec& spec, int64_t tp, ModelFootprint& out) {
+ModelFootprint llama_footprint(const ModelSpec& spec, int64_t tp) {
+  check_tensor_parallel(spec, tp);
+  ModelFootprint out;
   const int64_t c = spec.n_embd, v = spec.vocab_size / tp;  // vocabulary rows split
   out.tensors = {{v, c}};
   for (int64_t l = 0; l < spec.n_layer; ++l) out.largest_unit_params = add_decoder_layer(out.tensors, spec, tp);
@@ -43,6 +58,7 @@ void llama_footprint(const ModelSpec& spec, int64_t tp, ModelFootprint& out) {
   }
   out.units = spec.n_layer;
   out.params = out.root_params + spec.n_layer * out.largest_unit_params;
+  return out;
 }
 
 // Per layer, what autograd keeps (a = element bytes, b·t positions):

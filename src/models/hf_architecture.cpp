@@ -1,33 +1,34 @@
-// The architectures by our kind and by their config.json, parse_hf_config
-// and check_hf_config_text (see hf_architecture.hpp): the one place a
-// config.json of a model directory is parsed and checked.
+// The family a config.json describes, parse_hf_config and
+// check_hf_config_text (see hf_architecture.hpp): the one place a
+// config.json of a model directory is parsed and checked. Registry-free
+// (family_registry.cpp has the overloads over every family), so the fuzz
+// harness links the architectures alone.
+
+#include "models/hf_architecture.hpp"
 
 #include <string>
 
-#include "interop/hf_architecture.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::detail {
 
-const HfArchitecture& hf_architecture(const std::string& kind) {
-  for (const HfArchitecture* arch : {&kHfGpt2, &kHfLlama})
-    if (kind == arch->kind) return *arch;
-  MPIACCEL_THROW("a " + kind + " model has no Hugging Face architecture here; the GPT (GPT2LMHeadModel) and "
-                 "the Llama (LlamaForCausalLM) have");
-}
-
-const HfArchitecture& hf_architecture_of(const nlohmann::json& theirs, const std::string& where) {
+const ModelFamily& hf_family_of(const nlohmann::json& theirs, const std::string& where,
+                                const std::vector<const ModelFamily*>& families) {
   const nlohmann::json type = theirs.value("model_type", nlohmann::json());
   const nlohmann::json classes = theirs.value("architectures", nlohmann::json::array());
-  for (const HfArchitecture* arch : {&kHfGpt2, &kHfLlama}) {
-    if (type.is_string() && type.get<std::string>() == arch->model_type) return *arch;
+  std::string known;
+  for (const ModelFamily* family : families) {
+    const HfArchitecture* arch = family->hf;
+    if (arch == nullptr) continue;
+    if (type.is_string() && type.get<std::string>() == arch->model_type) return *family;
     if (type.is_null() && classes.is_array())
       for (const nlohmann::json& c : classes)
-        if (c.is_string() && c.get<std::string>() == arch->hf_class) return *arch;
+        if (c.is_string() && c.get<std::string>() == arch->hf_class) return *family;
+    known += std::string(known.empty() ? "" : ", ") + arch->model_type + " (" + arch->hf_class +
+             ", [train] model = " + family->name + ")";
   }
   MPIACCEL_THROW(where + ": model_type " + type.dump() + " (architectures " + classes.dump() +
-                 ") is no model family here; init_from reads gpt2 (GPT2LMHeadModel, [train] model = gpt) "
-                 "and llama (LlamaForCausalLM, [train] model = llama)");
+                 ") is no model family here; init_from reads " + known);
 }
 
 nlohmann::json parse_hf_config(const std::string& text, const std::string& where) {

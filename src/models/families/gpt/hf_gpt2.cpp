@@ -1,6 +1,6 @@
 // Our GPT's tensor names against GPT2LMHeadModel's (see hf_gpt2.hpp).
 
-#include "interop/hf_gpt2.hpp"
+#include "models/families/gpt/hf_gpt2.hpp"
 
 #include <array>
 #include <cctype>
@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/families/gpt/gpt.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::detail {
@@ -181,7 +182,7 @@ std::vector<HfSetting> gpt2_settings(const nlohmann::json& c, const std::string&
 
 }  // namespace
 
-const HfArchitecture kHfGpt2 = {"gpt",        "GPT2LMHeadModel", "gpt2",       "wte.weight",  hf_gpt2_name,
-                                gpt_name_for, gpt2_config,       gpt2_check,   gpt2_settings};
+const HfArchitecture kHfGpt2 = {"GPT2LMHeadModel", "gpt2",      "wte.weight", hf_gpt2_name,
+                                gpt_name_for,      gpt2_config, gpt2_check,   gpt2_settings};
 
 }  // namespace mpiaccel::detail

@@ -25,7 +25,7 @@
 #include "models/attention.hpp"
 #include "models/causal_lm.hpp"
 #include "models/deferred.hpp"
-#include "models/families.hpp"
+#include "models/families/gpt/gpt.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/models.hpp"

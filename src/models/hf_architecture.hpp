@@ -1,8 +1,9 @@
 #pragma once
-// A bundled text model as a transformers architecture: how our tensor names
-// map to theirs, and what their config.json says (GPT-2: hf_gpt2.hpp,
-// Llama: hf_llama.cpp). export_hf_model and load_hf_model (hf_model.hpp)
-// are the one mechanism over both.
+// A model family as a transformers architecture (ModelFamily::hf): how our
+// tensor names map to theirs, and what their config.json says (each in its
+// family's folder: families/gpt/hf_gpt2.cpp, families/llama/hf_llama.cpp).
+// export_hf_model and load_hf_model (interop/hf_model.hpp) are the one
+// mechanism over all of them.
 
 #include <nlohmann/json.hpp>
 
@@ -10,7 +11,7 @@
 #include <vector>
 
 #include "mpiaccel/config.hpp"
-#include "mpiaccel/models.hpp"
+#include "mpiaccel/model_family.hpp"
 
 namespace mpiaccel::detail {
 
@@ -28,7 +29,6 @@ struct HfSetting {
 };
 
 struct HfArchitecture {
-  const char* kind;        ///< ours: "gpt", "llama"
   const char* hf_class;    ///< theirs: "GPT2LMHeadModel", "LlamaForCausalLM"
   const char* model_type;  ///< config.json's model_type: "gpt2", "llama"
   const char* embedding;   ///< our token embedding (its rows are the vocabulary)
@@ -48,23 +48,23 @@ struct HfArchitecture {
   std::vector<HfSetting> (*settings)(const nlohmann::json& theirs, const std::string& where);
 };
 
-/// GPT2LMHeadModel (hf_gpt2.cpp) and LlamaForCausalLM (hf_llama.cpp).
-extern const HfArchitecture kHfGpt2;
-extern const HfArchitecture kHfLlama;
-
 /// `text` (a config.json at `where`) checked by arch.check_config against
 /// `spec`: text that is not JSON, or values of other types than the
 /// architecture's, are an Error naming `where` as well.
 void check_hf_config_text(const HfArchitecture& arch, const std::string& text, const ModelSpec& spec,
                           const std::string& where);
 
-/// The architecture of our model `kind`; throws Error for a model that has none.
+/// The architecture of our model family `kind` (family_registry.cpp);
+/// throws Error for a family that has none.
 const HfArchitecture& hf_architecture(const std::string& kind);
 
-/// The architecture a config.json (at `where`) describes, by its model_type
-/// (or, without one, its architectures); throws Error naming what it says
-/// and the ones we have.
-const HfArchitecture& hf_architecture_of(const nlohmann::json& theirs, const std::string& where);
+/// The family among `families` (default: every registered one) whose
+/// architecture a config.json (at `where`) describes, by its model_type (or,
+/// without one, its architectures); throws Error naming what it says and the
+/// ones there are.
+const ModelFamily& hf_family_of(const nlohmann::json& theirs, const std::string& where,
+                                const std::vector<const ModelFamily*>& families);
+const ModelFamily& hf_family_of(const nlohmann::json& theirs, const std::string& where);
 
 /// `text` parsed as a config.json holding one JSON object; throws Error
 /// naming `where` otherwise.

@@ -1,6 +1,6 @@
 // Rotary position embeddings (see rope.hpp).
 
-#include "models/rope.hpp"
+#include "models/families/llama/rope.hpp"
 
 #include <ATen/ATen.h>
 

@@ -1,5 +1,5 @@
 // The bundled Llama as transformers' LlamaForCausalLM: the same module tree
-// and names (src/models/llama.cpp), so tensors map name for name, and a
+// and names (llama.cpp), so tensors map name for name, and a
 // config.json that says what our [model] keys say.
 
 #include <algorithm>
@@ -7,7 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "interop/hf_architecture.hpp"
+#include "models/families/llama/llama.hpp"
+#include "models/hf_architecture.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::detail {
@@ -203,8 +204,7 @@ std::vector<HfSetting> llama_settings(const nlohmann::json& c, const std::string
 
 }  // namespace
 
-const HfArchitecture kHfLlama = {"llama",     "LlamaForCausalLM", "llama",        "model.embed_tokens.weight",
-                                 llama_to_hf, llama_to_ours,      llama_config,   llama_check,
-                                 llama_settings};
+const HfArchitecture kHfLlama = {"LlamaForCausalLM", "llama",       "model.embed_tokens.weight",
+                                 llama_to_hf,        llama_to_ours, llama_config, llama_check, llama_settings};
 
 }  // namespace mpiaccel::detail

@@ -22,7 +22,7 @@
 
 #include <string>
 
-#include "interop/hf_architecture.hpp"
+#include "models/hf_architecture.hpp"
 
 namespace mpiaccel::detail {
 

@@ -2,9 +2,10 @@
 // an arbitrary forward, so the model declares its pieces
 // (mpiaccel::PipelineModel): a first function (here the input projection),
 // its layers (the residual blocks) and a last function (the head and the
-// loss), each naming the modules it uses. acc.pipeline_parallelize() keeps
-// this rank's stages; the Trainer then runs each step through the schedule of
-// pp.ini ([parallelism] pp_size = 2, 1f1b over 4 microbatches).
+// loss), each naming the modules it uses. The plan's pipeline step
+// (mpiaccel::parallelize, called by the Trainer) keeps this rank's stages;
+// the Trainer then runs each step through the schedule of pp.ini
+// ([parallelism] pp_size = 2, 1f1b over 4 microbatches).
 //   mpirun -np 2 ./pp_own_model --config pp.ini
 //   mpirun -np 4 ./pp_own_model --config pp.ini          (pp 2 × 2 data-parallel ranks)
 #include <mpiaccel/mpiaccel.hpp>
@@ -83,12 +84,13 @@ int main(int argc, char** argv) {
   return mpiaccel::run_main(argc, argv, [](mpiaccel::Accelerator& acc) {
     acc.set_seed(acc.config().distributed.seed);
     auto net = std::make_shared<DeepNet>(16, 64, 4);  // whole, the same on every rank
-    if (acc.config().parallelism.pp_size > 1) {
-      mpiaccel::Pipeline& pipeline = acc.pipeline_parallelize(net, *net);
-      acc.print("pipeline parallelism: " + std::to_string(pipeline.stage_count()) + " stages");
-    }
+    // Its pipeline pieces: parallelize() (through the Trainer) keeps this
+    // rank's stages when [parallelism] pp_size > 1.
+    mpiaccel::ParallelPlan plan;
+    plan.pipeline = net.get();
     mpiaccel::Trainer trainer(acc, net);
-    trainer.loss([](const torch::Tensor& out, const torch::Tensor& y) { return torch::mse_loss(out, y); })
+    trainer.parallel_plan(plan)
+        .loss([](const torch::Tensor& out, const torch::Tensor& y) { return torch::mse_loss(out, y); })
         .train_data(std::make_shared<Quadratic>(8192, 1))
         .eval_data(std::make_shared<Quadratic>(1024, 2));
     return trainer.train().exit_status;

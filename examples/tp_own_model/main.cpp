@@ -3,10 +3,12 @@
 //      torch::nn::Linear (the same layer until a plan splits it: LibTorch
 //      modules have no forward hooks, so a stock Linear cannot be made to
 //      communicate from outside);
-//   2. after building it, a plan splits its layers by module-name pattern,
-//      as PyTorch's parallelize_module does with ColwiseParallel and
+//   2. its ParallelPlan's tensor step splits its layers by module-name
+//      pattern, as PyTorch's parallelize_module does with ColwiseParallel and
 //      RowwiseParallel: each block's `up` by output rows, its `down` by input
 //      columns, so a block costs one all-reduce forward and one backward.
+//      mpiaccel::parallelize (called by the Trainer) runs it before the
+//      data-parallel strategy takes the model.
 // tp.ini asks for [parallelism] tp_size = 2; the data-parallel ranks (the
 // world size / 2) split the data.
 //   mpirun -np 2 ./tp_own_model --config tp.ini
@@ -73,15 +75,19 @@ int main(int argc, char** argv) {
   return mpiaccel::run_main(argc, argv, [](mpiaccel::Accelerator& acc) {
     acc.set_seed(acc.config().distributed.seed);
     auto net = std::make_shared<DeepNet>(16, 64, 4);  // whole, the same on every rank
-    if (acc.mesh().tp()->size() > 1) {
-      const auto split = tp::parallelize_module(*net, acc.mesh().tp(),
+    // How the model splits: parallelize() (through the Trainer) applies it
+    // when [parallelism] tp_size > 1, before the strategy takes the model.
+    mpiaccel::ParallelPlan plan;
+    plan.tensor = [&acc, net](std::shared_ptr<mpiaccel::Communicator> group) {
+      const auto split = tp::parallelize_module(*net, group,
                                                 {{"blocks.*.up", tp::Style::colwise()},
                                                  {"blocks.*.down", tp::Style::rowwise()}});
       acc.print("tensor parallelism: " + std::to_string(split.size()) + " layers split over " +
-                std::to_string(acc.mesh().tp()->size()) + " ranks");
-    }
+                std::to_string(group->size()) + " ranks");
+    };
     mpiaccel::Trainer trainer(acc, net);
-    trainer.loss([](const torch::Tensor& out, const torch::Tensor& y) { return torch::mse_loss(out, y); })
+    trainer.parallel_plan(plan)
+        .loss([](const torch::Tensor& out, const torch::Tensor& y) { return torch::mse_loss(out, y); })
         .train_data(std::make_shared<Quadratic>(8192, 1))
         .eval_data(std::make_shared<Quadratic>(1024, 2));
     return trainer.train().exit_status;

@@ -21,6 +21,7 @@
 #include "mpiaccel/model_family.hpp"
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/optim.hpp"
+#include "mpiaccel/parallelize.hpp"
 #include "mpiaccel/pipeline.hpp"
 #include "mpiaccel/pipeline_model.hpp"
 #include "mpiaccel/pipeline_schedule.hpp"

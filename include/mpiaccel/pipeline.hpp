@@ -28,7 +28,9 @@
 
 #include "mpiaccel/pipeline_model.hpp"
 #include "mpiaccel/pipeline_schedule.hpp"
+#include "mpiaccel/precision.hpp"
 #include "mpiaccel/state.hpp"
+#include "mpiaccel/strategy.hpp"
 
 namespace torch::nn {
 class Module;
@@ -36,20 +38,42 @@ class Module;
 
 namespace mpiaccel {
 
-class Accelerator;
+class Communicator;
 namespace detail {
-struct PipelineState;  // src/accelerator/pipeline_state.hpp
+struct PipelineState;  // src/pipeline/pipeline_state.hpp
 }
+
+/// How a Pipeline cuts and runs: the [parallelism] pp_* settings, typed, and
+/// what its step runs through. Accelerator::pipeline_parallelize fills it
+/// from the job's config, mesh, precision and strategy.
+struct PipelineOptions {
+  std::shared_ptr<Communicator> group;  ///< the mesh's pp group, ordered by stage
+  PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
+  std::string schedule_name = "1f1b";   ///< as [parallelism] pp_schedule names it
+  int64_t virtual_stages = 0;           ///< stages per rank; 0 = the schedule's (interleaved 2, else 1)
+  int64_t microbatches = 1;             ///< per optimizer step
+  std::string layers;                   ///< [parallelism] pp_layers ("" = balanced by parameters)
+  /// The data-parallel strategy: a rank's last backward of a step reduces
+  /// the step's gradients through it.
+  Strategy* strategy = nullptr;
+  /// Its [distributed] strategy name, and whether it shards gradients (then
+  /// a module two stages hold, a tied embedding, is refused).
+  std::string strategy_name = "no";
+  bool strategy_shards_gradients = false;
+  GradScaler* scaler = nullptr;         ///< scales each microbatch's loss (fp16); nullptr: none
+  std::string device = "cpu";           ///< where the stages compute
+  at::ScalarType compute_dtype = at::kFloat;  ///< autocast's ([distributed] mixed_precision)
+};
 
 /// This rank's stages of a model, and the step that runs them
 /// (Accelerator::pipeline_parallelize makes it).
 class Pipeline {
  public:
-  /// Cuts `module` (which is `model`) for this rank of the mesh's pp group by
-  /// [parallelism] pp_*: the modules of other stages' pieces are replaced by
-  /// empty ones and their memory freed, so module.named_parameters() is this
-  /// rank's, under the whole model's names.
-  Pipeline(Accelerator& acc, std::shared_ptr<torch::nn::Module> module, PipelineModel& model);
+  /// Cuts `module` (which is `model`) for this rank of options.group: the
+  /// modules of other stages' pieces are replaced by empty ones and their
+  /// memory freed, so module.named_parameters() is this rank's, under the
+  /// whole model's names.
+  Pipeline(PipelineOptions options, std::shared_ptr<torch::nn::Module> module, PipelineModel& model);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "mpiaccel/data.hpp"
+#include "mpiaccel/parallelize.hpp"
 
 namespace torch::nn {
 class Module;
@@ -87,8 +88,8 @@ class Trainer {
     at::Tensor output;
   };
   using StepLoss = std::function<StepOutput(const Batch& batch)>;
-  using OptimizerFactory =
-      std::function<std::shared_ptr<torch::optim::Optimizer>(torch::nn::Module& model)>;
+  /// The optimizer over the parameters this rank keeps (include/mpiaccel/parallelize.hpp).
+  using OptimizerFactory = mpiaccel::OptimizerFactory;
   /// Called by every rank after the last step (not after a pre-emption):
   /// may be collective, e.g. generating from a sharded model.
   using EndHook = std::function<void(Accelerator& acc)>;
@@ -117,6 +118,11 @@ class Trainer {
   /// decay on matrices and embeddings only.
   Trainer& optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer);
   Trainer& optimizer_factory(OptimizerFactory factory);
+  /// How the model splits over the mesh (include/mpiaccel/parallelize.hpp):
+  /// train() lays it out with parallelize() before its first step, unless
+  /// the accelerator already holds this model. Without a plan the model is
+  /// not split (a mesh with tp_size, cp_size or pp_size above 1 is refused).
+  Trainer& parallel_plan(ParallelPlan plan);
   Trainer& train_data(std::shared_ptr<const Dataset> data);
   /// Evaluated every [train] eval_every steps and at the end, on at most
   /// [train] eval_batches batches (the same ones each time).
@@ -142,6 +148,7 @@ class Trainer {
   StepLoss step_loss_;
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   OptimizerFactory optimizer_factory_;
+  ParallelPlan plan_;
   std::shared_ptr<const Dataset> train_data_;
   std::shared_ptr<const Dataset> eval_data_;
   std::vector<EvalMetric> metrics_;

@@ -125,7 +125,21 @@ void Accelerator::count_each_parameter_once() {
 
 Pipeline& Accelerator::pipeline_parallelize(std::shared_ptr<torch::nn::Module> module, PipelineModel& model) {
   MPIACCEL_CHECK(!model_ && !pipeline_, "Accelerator::pipeline_parallelize: call it once, before prepare()");
-  pipeline_ = std::make_unique<Pipeline>(*this, std::move(module), model);
+  const ParallelismConfig& pc = config_.parallelism;
+  PipelineOptions options;
+  options.group = mesh_->pp();
+  options.schedule = pipeline_schedule_kind(pc.pp_schedule);
+  options.schedule_name = pc.pp_schedule;
+  options.virtual_stages = pc.pp_virtual_stages;
+  options.microbatches = pc.pp_microbatches > 0 ? pc.pp_microbatches : config_.train.grad_accum_steps;
+  options.layers = pc.pp_layers;
+  options.strategy = strategy_.get();
+  options.strategy_name = config_.distributed.strategy;
+  options.strategy_shards_gradients = strategy_kind(config_) == StrategyKind::Zero2 || shards_parameters(config_);
+  options.scaler = scaler_.get();
+  options.device = device();
+  options.compute_dtype = precision_.param_dtype;
+  pipeline_ = std::make_unique<Pipeline>(std::move(options), std::move(module), model);
   return *pipeline_;
 }
 

@@ -127,9 +127,6 @@ std::shared_ptr<Model> build_builtin_model(Accelerator& acc) {
   const ModelSpec spec = model_spec(config);
   std::shared_ptr<Model> model = make_model(config.train.model, spec, init);
   if (!config.model.init_from.empty()) init_from_pretrained(acc, *model, spec, config.model.init_from);
-  if (split) tensor_parallelize(*model, acc.mesh().tp(), config.parallelism.sequence_parallel);
-  if (config.parallelism.cp_size > 1)
-    context_parallelize(*model, acc.mesh().cp(), config.parallelism.cp_comm_strategy);
   return model;
 }
 
@@ -181,23 +178,21 @@ TrainResult train(Accelerator& acc) {
   auto val_data = make_dataset(tc, "val");
   acc.print("mpiaccel train: " + tc.model + " (" + std::to_string(parameter_count(*model)) +
             " parameters) on " + tc.dataset);
-  if (acc.config().parallelism.pp_size > 1) {
-    auto* pieces = dynamic_cast<PipelineModel*>(model.get());
-    MPIACCEL_CHECK(pieces != nullptr, "[parallelism] pp_size " + std::to_string(acc.config().parallelism.pp_size) +
-                                          ": [train] model = " + tc.model +
-                                          " does not declare pipeline pieces; use " + pipelined_families() +
-                                          ", or pp_size = 1");
-    acc.pipeline_parallelize(as_module(model), *pieces);
-  }
+  const ParallelPlan plan = bundled_plan(*model, acc.config());
+  MPIACCEL_CHECK(plan.pipeline != nullptr || acc.config().parallelism.pp_size <= 1,
+                 "[parallelism] pp_size " + std::to_string(acc.config().parallelism.pp_size) + ": [train] model = " +
+                     tc.model + " does not declare pipeline pieces; use " + pipelined_families() + ", or pp_size = 1");
+  const bool pipelined = acc.config().parallelism.pp_size > 1;
 
   Trainer trainer(acc, as_module(model), [m = model.get()](const at::Tensor& x) { return m->forward(x); });
-  trainer.loss([m = model.get()](const at::Tensor& out, const at::Tensor& y) { return m->loss(out, y); })
+  trainer.parallel_plan(plan)
+      .loss([m = model.get()](const at::Tensor& out, const at::Tensor& y) { return m->loss(out, y); })
       .train_data(train_data)
       .eval_data(val_data)
       .throughput_unit(kind.throughput_unit, kind.generates_text ? tc.seq_len : 1);
   if (kind.classifies) trainer.metric(accuracy_metric());
-  if (kind.generates_text && tc.sample_tokens > 0 && !acc.pipeline()) trainer.text_at_end("sample", text_sample(model));
-  if (kind.generates_text && tc.sample_tokens > 0 && acc.pipeline())
+  if (kind.generates_text && tc.sample_tokens > 0 && !pipelined) trainer.text_at_end("sample", text_sample(model));
+  if (kind.generates_text && tc.sample_tokens > 0 && pipelined)
     acc.print("no end-of-run sample: the model is cut into pipeline stages (generate from the checkpoint)");
   return trainer.train();
 }

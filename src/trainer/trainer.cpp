@@ -78,6 +78,10 @@ Trainer& Trainer::optimizer_factory(OptimizerFactory factory) {
   optimizer_factory_ = std::move(factory);
   return *this;
 }
+Trainer& Trainer::parallel_plan(ParallelPlan plan) {
+  plan_ = std::move(plan);
+  return *this;
+}
 Trainer& Trainer::train_data(std::shared_ptr<const Dataset> data) {
   train_data_ = std::move(data);
   return *this;
@@ -342,17 +346,18 @@ struct Trainer::Loop {
 TrainResult Trainer::train() {
   const Config& config = acc_.config();
   MPIACCEL_CHECK(train_data_ != nullptr, "Trainer: no training data (call train_data)");
-  MPIACCEL_CHECK(step_loss_ || loss_ || acc_.pipeline(),
+  MPIACCEL_CHECK(step_loss_ || loss_ || acc_.pipeline() || (plan_.pipeline && acc_.mesh().pp()->size() > 1),
                  "Trainer: no loss (call loss, or step_loss for a custom batch)");
   at::set_num_threads(static_cast<int>(config.train.num_threads));
   detail::set_activity("preparing the model and data");
   detail::Watchdog watchdog(std::chrono::milliseconds(static_cast<int64_t>(config.distributed.timeout_s * 1000)));
 
   if (acc_.model() != model_) {
-    if (!optimizer_)
-      optimizer_ = optimizer_factory_ ? optimizer_factory_(*model_)
-                                      : detail::make_optimizer(config.optimizer, *model_);
-    acc_.prepare(model_, optimizer_);
+    OptimizerFactory make_optimizer = optimizer_factory_;
+    if (optimizer_) make_optimizer = [given = optimizer_](torch::nn::Module&) { return given; };
+    if (!make_optimizer)
+      make_optimizer = [&config](torch::nn::Module& kept) { return detail::make_optimizer(config.optimizer, kept); };
+    optimizer_ = parallelize(acc_, model_, plan_, make_optimizer);
     // Dropout masks differ per rank, like independent data-parallel workers.
     acc_.set_seed(static_cast<uint64_t>(config.distributed.seed) + 1, /*device_specific=*/true);
   }

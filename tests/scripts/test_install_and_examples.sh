@@ -209,7 +209,7 @@ for r in tp_tp2 tp_tp2_shard2; do compare_losses tp_np1.jsonl $r.jsonl 0.7; same
 pp_run() { example_run pp_own_model pp.ini "$@"; }
 pp_run pp_np1 1 parallelism.pp_size=1 train.batch_size=24
 pp_run pp_pp2 2 train.batch_size=24
-expect_contains pp_pp2.out "pipeline parallelism: 2 stages"
+expect_contains pp_pp2.out "(layers 0-1, the first piece) of 2, schedule 1f1b, 4 microbatches"
 pp_run pp_pp2_dp2 4 train.batch_size=12 parallelism.pp_microbatches=2
 pp_run pp_pp2_zb 2 train.batch_size=24 parallelism.pp_schedule=zb_h1
 for r in pp_pp2 pp_pp2_dp2 pp_pp2_zb; do compare_losses pp_np1.jsonl $r.jsonl 0.7; same_parameters pp_np1 $r; done

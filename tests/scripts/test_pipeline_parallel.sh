@@ -116,4 +116,12 @@ expect_train_error 3 "the model ties a module of its first piece to its last" pa
 mpi 2 "$MPIACCEL" train --config "$SOURCE_DIR/jobs/fashion-mnist-cnn.ini" train.max_steps=1 parallelism.pp_size=2 \
   parallelism.pp_schedule=gpipe logging.progress=off > err.out 2>&1 && fail "a cnn cut into stages"
 expect_contains err.out "[train] model = cnn does not declare pipeline pieces; use gpt or llama, or pp_size = 1"
+# parallelize() refuses a mesh that asks for a split the model's plan lacks,
+# naming the key, before any step: a cnn has no tensor or context split.
+for split in tp cp; do
+  mpi 2 "$MPIACCEL" train --config "$SOURCE_DIR/jobs/fashion-mnist-cnn.ini" train.max_steps=1 \
+    parallelism.${split}_size=2 logging.progress=off > err.out 2>&1 && fail "a cnn split by $split"
+  expect_contains err.out "[parallelism] ${split}_size 2: the model's plan has no"
+  expect_contains err.out "; set ${split}_size = 1"
+done
 echo PASS

@@ -18,6 +18,7 @@
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/model_family.hpp"
+#include "mpiaccel/parallelize.hpp"
 #include "mpiaccel/program.hpp"
 #include "trainer/builtin_model.hpp"
 #include "optim/optimizer_factory.hpp"
@@ -95,8 +96,12 @@ int generate_from(Accelerator& acc, const GenerateArgs& g) {
                  g.checkpoint + " holds a " + kind + ", which classifies images: nothing to generate with");
   // A Hugging Face model (--model) comes in through [model] init_from.
   std::shared_ptr<Model> model = detail::build_builtin_model(acc);
-  auto optimizer = detail::make_optimizer(acc.config().optimizer, model->module());
-  acc.prepare(std::shared_ptr<torch::nn::Module>(model, &model->module()), optimizer);
+  // Split as in training, but never into pipeline stages: generation runs
+  // the whole model on each rank.
+  ParallelPlan plan = bundled_plan(*model, acc.config());
+  plan.pipeline = nullptr;
+  parallelize(acc, as_module(model), plan,
+              [&acc](torch::nn::Module& kept) { return detail::make_optimizer(acc.config().optimizer, kept); });
   if (!g.checkpoint.empty()) acc.load_state(g.checkpoint);
   if (!g.logits.empty()) {
     // Through the model as generate() runs it (collective under FSDP).

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "accelerator/pipeline_state.hpp"
+#include "pipeline/pipeline_state.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/error.hpp"
 

@@ -10,8 +10,7 @@
 #include <map>
 #include <set>
 
-#include "accelerator/pipeline_state.hpp"
-#include "mpiaccel/accelerator.hpp"
+#include "pipeline/pipeline_state.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel {
@@ -77,18 +76,19 @@ std::string detail::PipelineState::stage_name(int64_t stage) const {
   return "stage " + std::to_string(stage) + " (rank " + std::to_string(rank_of(stage)) + " of the pipeline)";
 }
 
-Pipeline::Pipeline(Accelerator& acc, std::shared_ptr<torch::nn::Module> module, PipelineModel& model)
-    : impl_(std::make_unique<detail::PipelineState>(acc, std::move(module), model)) {
+Pipeline::Pipeline(PipelineOptions options, std::shared_ptr<torch::nn::Module> module, PipelineModel& model)
+    : impl_(std::make_unique<detail::PipelineState>(std::move(options), std::move(module), model)) {
   detail::PipelineState& s = *impl_;
-  const ParallelismConfig& pc = acc.config().parallelism;
-  s.pp = acc.mesh().pp();
+  const PipelineOptions& o = s.options;
+  MPIACCEL_CHECK(o.group && o.strategy, "Pipeline: the options name no pp group or no strategy");
+  s.pp = o.group;
   s.ranks = s.pp->size();
   s.rank = s.pp->rank();
-  s.kind = pipeline_schedule_kind(pc.pp_schedule);
-  s.virtual_stages = pc.pp_virtual_stages > 0 ? pc.pp_virtual_stages
-                                               : (s.kind == PipelineScheduleKind::Interleaved1F1B ? 2 : 1);
+  s.kind = o.schedule;
+  s.virtual_stages = o.virtual_stages > 0 ? o.virtual_stages
+                                          : (s.kind == PipelineScheduleKind::Interleaved1F1B ? 2 : 1);
   s.stage_count = s.ranks * s.virtual_stages;
-  s.microbatches = pc.pp_microbatches > 0 ? pc.pp_microbatches : acc.config().train.grad_accum_steps;
+  s.microbatches = o.microbatches;
   pipeline_schedule(s.kind, s.rank, s.ranks, s.virtual_stages, s.microbatches);  // checks the numbers
 
   const PipelinePieces pieces = model.pipeline_pieces();
@@ -96,7 +96,7 @@ Pipeline::Pipeline(Accelerator& acc, std::shared_ptr<torch::nn::Module> module, 
   const ModuleMap modules = modules_by_path(*s.module);
   std::vector<double> costs;
   for (const auto& layer : pieces.layers) costs.push_back(parameter_count(modules, layer));
-  s.cut = pipeline_cut(costs, 0.0, parameter_count(modules, pieces.last), s.stage_count, pc.pp_layers);
+  s.cut = pipeline_cut(costs, 0.0, parameter_count(modules, pieces.last), s.stage_count, o.layers);
   for (int64_t stage = s.rank; stage < s.stage_count; stage += s.ranks) s.stages.push_back(stage);
 
   // Which ranks hold each module; what this rank keeps.
@@ -129,11 +129,10 @@ Pipeline::Pipeline(Accelerator& acc, std::shared_ptr<torch::nn::Module> module, 
       if (ranks.size() > 1) all_tied = ranks;
     const bool member = all_tied.count(static_cast<int>(s.rank)) > 0;
     // Checked on every rank (all know the holders), so none goes on alone.
-    const StrategyKind strategy = strategy_kind(acc.config());
-    MPIACCEL_CHECK(strategy != StrategyKind::Zero2 && !shards_parameters(acc.config()),
+    MPIACCEL_CHECK(!o.strategy_shards_gradients,
                    "pipeline parallelism: the model ties a module of its first piece to its last (the GPT's "
                    "embedding and head), held by pipeline ranks " + std::to_string(*all_tied.begin()) + " and " +
-                       std::to_string(*all_tied.rbegin()) + ", and [distributed] strategy " + acc.config().distributed.strategy +
+                       std::to_string(*all_tied.rbegin()) + ", and [distributed] strategy " + o.strategy_name +
                        " shards its gradients; use strategy = ddp, or zero with zero.stage = 1, or an untied model "
                        "(the Llama with tie_word_embeddings = false)");
     s.tied = s.pp->split(member ? 0 : -1, static_cast<int>(s.rank));
@@ -179,7 +178,7 @@ std::string Pipeline::describe() const {
             std::to_string(s.cut[stage].second - 1) + (s.is_first(stage) ? ", the first piece" : "") +
             (s.is_last(stage) ? ", the last piece" : "") + ")";
   }
-  return text + " of " + std::to_string(s.stage_count) + ", schedule " + s.acc.config().parallelism.pp_schedule + ", " +
+  return text + " of " + std::to_string(s.stage_count) + ", schedule " + s.options.schedule_name + ", " +
          std::to_string(s.microbatches) + " microbatches";
 }
 

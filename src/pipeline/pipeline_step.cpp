@@ -10,8 +10,7 @@
 #include <map>
 #include <optional>
 
-#include "accelerator/pipeline_state.hpp"
-#include "mpiaccel/accelerator.hpp"
+#include "pipeline/pipeline_state.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/tensor_parallel.hpp"
 #include "runtime/activity.hpp"
@@ -50,7 +49,7 @@ class StepRun {
       if (training_) slot.input.requires_grad_(true);
       x = slot.input;
     }
-    auto autocast = s_.acc.autocast();
+    AutocastGuard autocast(s_.options.device, s_.options.compute_dtype);
     std::optional<tp::DeferredWeightGrads::Recording> recording;
     if (training_ && s_.kind == PipelineScheduleKind::ZeroBubbleH1) {
       slot.weights = std::make_unique<tp::DeferredWeightGrads>();
@@ -75,7 +74,8 @@ class StepRun {
     if (s_.is_last(a.stage)) {
       compute_start();
       const double per_microbatch = 1.0 / static_cast<double>(inputs_.size());
-      s_.acc.grad_scaler().scale(slot.output * per_microbatch).backward();
+      const at::Tensor loss = slot.output * per_microbatch;
+      (s_.options.scaler ? s_.options.scaler->scale(loss) : loss).backward();
     } else {
       const at::Tensor grad = receive(*s_.gradients, a.stage + 1, a, slot.output.device());
       torch::autograd::backward({slot.output}, {grad});
@@ -151,7 +151,7 @@ double Pipeline::train_step(const at::Tensor& input, const at::Tensor& target) {
   StepRun run(s, microbatches_of(input, s.microbatches, "input"), microbatches_of(target, s.microbatches, "target"),
               true);
   const std::vector<PipelineAction> actions = pipeline_schedule(s.kind, s.rank, s.ranks, s.virtual_stages, s.microbatches);
-  Strategy& strategy = s.acc.strategy();
+  Strategy& strategy = *s.options.strategy;
   // The rank's last backward reduces the step's gradients over the
   // data-parallel group (those it does not reach, like any accumulated
   // gradient, are reduced when it ends); the others accumulate.

@@ -1,6 +1,6 @@
 // Tensors between pipeline stages (see stage_messages.hpp).
 
-#include "accelerator/stage_messages.hpp"
+#include "pipeline/stage_messages.hpp"
 
 #include <ATen/ATen.h>
 #include <mpi.h>

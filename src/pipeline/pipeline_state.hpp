@@ -11,15 +11,16 @@
 #include <utility>
 #include <vector>
 
-#include "accelerator/stage_messages.hpp"
+#include "pipeline/stage_messages.hpp"
 #include "mpiaccel/pipeline.hpp"
 
 namespace mpiaccel {
 
 struct detail::PipelineState {
-  PipelineState(Accelerator& a, std::shared_ptr<torch::nn::Module> m, PipelineModel& pm) : acc(a), module(std::move(m)), model(pm) {}
+  PipelineState(PipelineOptions o, std::shared_ptr<torch::nn::Module> m, PipelineModel& pm)
+      : options(std::move(o)), module(std::move(m)), model(pm) {}
 
-  Accelerator& acc;
+  PipelineOptions options;
   std::shared_ptr<torch::nn::Module> module;
   PipelineModel& model;
   std::shared_ptr<Communicator> pp;  // the mesh's pipeline group, ordered by stage

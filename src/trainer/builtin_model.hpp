@@ -25,6 +25,11 @@ std::shared_ptr<Model> build_builtin_model(Accelerator& acc);
 /// `model` (built from `spec`); a mismatch fails on every rank. Collective.
 void init_from_pretrained(Accelerator& acc, Model& model, const ModelSpec& spec, const std::string& path);
 
+/// Seeds each rank for training after the model is prepared: dropout masks
+/// differ per data-parallel rank, like independent workers (Trainer::train
+/// does it when it prepares the model).
+void seed_for_training(Accelerator& acc);
+
 /// What the text model `model` continues `prompt` with: bytes, or through the
 /// tokenizer beside a BPE run's token files; made safe for a terminal.
 /// Collective under FSDP (every rank calls it alike).

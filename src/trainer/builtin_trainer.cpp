@@ -20,6 +20,7 @@
 #include "mpiaccel/strategy.hpp"
 #include "mpiaccel/trainer.hpp"
 #include "interop/hf_model.hpp"
+#include "optim/optimizer_factory.hpp"
 #include "trainer/builtin_model.hpp"
 #include "runtime/activity.hpp"
 
@@ -151,6 +152,10 @@ void init_from_pretrained(Accelerator& acc, Model& model, const ModelSpec& spec,
 }
 
 
+void seed_for_training(Accelerator& acc) {
+  acc.set_seed(static_cast<uint64_t>(acc.config().distributed.seed) + 1, /*device_specific=*/true);
+}
+
 std::string continue_text(Accelerator& acc, Model& model, const std::string& prompt,
                           const GenerateOptions& options) {
   const TrainConfig& tc = acc.config().train;
@@ -176,17 +181,22 @@ TrainResult train(Accelerator& acc) {
   std::shared_ptr<Model> model = detail::build_builtin_model(acc);
   auto train_data = make_dataset(tc, "train");
   auto val_data = make_dataset(tc, "val");
-  acc.print("mpiaccel train: " + tc.model + " (" + std::to_string(parameter_count(*model)) +
-            " parameters) on " + tc.dataset);
   const ParallelPlan plan = bundled_plan(*model, acc.config());
   MPIACCEL_CHECK(plan.pipeline != nullptr || acc.config().parallelism.pp_size <= 1,
                  "[parallelism] pp_size " + std::to_string(acc.config().parallelism.pp_size) + ": [train] model = " +
                      tc.model + " does not declare pipeline pieces; use " + pipelined_families() + ", or pp_size = 1");
   const bool pipelined = acc.config().parallelism.pp_size > 1;
+  // The one step that splits the model and puts it under the strategy.
+  parallelize(acc, as_module(model), plan,
+              [&acc](torch::nn::Module& kept) { return detail::make_optimizer(acc.config().optimizer, kept); });
+  detail::seed_for_training(acc);
+  // The parameters this rank holds: its tensor-parallel slices and its
+  // pipeline stages (FSDP's shards count whole).
+  acc.print("mpiaccel train: " + tc.model + " (" + std::to_string(parameter_count(*model)) +
+            " parameters) on " + tc.dataset);
 
   Trainer trainer(acc, as_module(model), [m = model.get()](const at::Tensor& x) { return m->forward(x); });
-  trainer.parallel_plan(plan)
-      .loss([m = model.get()](const at::Tensor& out, const at::Tensor& y) { return m->loss(out, y); })
+  trainer.loss([m = model.get()](const at::Tensor& out, const at::Tensor& y) { return m->loss(out, y); })
       .train_data(train_data)
       .eval_data(val_data)
       .throughput_unit(kind.throughput_unit, kind.generates_text ? tc.seq_len : 1);

@@ -23,6 +23,7 @@
 #include "trainer/lr_schedule.hpp"
 #include "trainer/run_report.hpp"
 #include "optim/optimizer_factory.hpp"
+#include "trainer/builtin_model.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/trace_writer.hpp"
 #include "trainer/watchdog.hpp"
@@ -358,8 +359,7 @@ TrainResult Trainer::train() {
     if (!make_optimizer)
       make_optimizer = [&config](torch::nn::Module& kept) { return detail::make_optimizer(config.optimizer, kept); };
     optimizer_ = parallelize(acc_, model_, plan_, make_optimizer);
-    // Dropout masks differ per rank, like independent data-parallel workers.
-    acc_.set_seed(static_cast<uint64_t>(config.distributed.seed) + 1, /*device_specific=*/true);
+    detail::seed_for_training(acc_);
   }
   StepLoss step = step_loss_;
   if (acc_.pipeline()) {

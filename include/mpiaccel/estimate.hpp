@@ -48,17 +48,34 @@
 
 namespace mpiaccel {
 
-// ParamRows (one parameter as the strategies shard it: `rows` along dim 0,
-// 1 for a 0-d tensor, of `row_numel` elements each) and ModelFootprint are
-// in model_family.hpp: each family declares its own.
+/// One parameter as the strategies shard it: `rows` along dim 0 (1 for a
+/// 0-d tensor) of `row_numel` elements each.
+struct ParamRows {
+  int64_t rows = 1;
+  int64_t row_numel = 1;
+  bool operator==(const ParamRows& o) const { return rows == o.rows && row_numel == o.row_numel; }
+};
+
+/// The parameter counts the estimate needs, for one model.
+struct ModelFootprint {
+  std::string kind;                 ///< the family's name
+  int64_t params = 0;               ///< Ψ (the tied GPT head counted once)
+  int64_t largest_unit_params = 0;  ///< U: the biggest unit (DecoderLayer, MlpBlock); 0 without units
+  int64_t root_params = 0;          ///< R: parameters in no unit
+  int64_t units = 0;                ///< number of units
+  /// Every parameter once, in registration order; empty: shards are taken
+  /// as ⌈Ψ/N⌉ (a model described by its count alone).
+  std::vector<ParamRows> tensors;
+};
 
 /// Elements of the largest rank's shard of `model` over `world` ranks:
 /// Σ ⌈rows/N⌉·row_numel over model.tensors (⌈Ψ/N⌉ when the list is empty).
 int64_t shard_elements(const ModelFootprint& model, int world);
 
-/// The footprint of a bundled model in closed form (its family's
-/// ModelFamily::footprint: no model is built, so any size can be asked), as
-/// one rank of `tp` tensor-parallel ranks holds it (its slices:
+/// The footprint of a bundled model, counted from a shape-only build of its
+/// family (make_model_shapes: no values, no memory, so any size can be
+/// asked), as one rank of `tp` tensor-parallel ranks holds it (each
+/// parameter as the family's ModelFamily::tensor_split says:
 /// docs/parallelism.md). Throws Error for an unknown kind, and for sizes tp
 /// does not divide.
 ModelFootprint model_footprint(const std::string& kind, const ModelSpec& spec, int64_t tp = 1);

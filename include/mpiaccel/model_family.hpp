@@ -22,23 +22,13 @@ namespace detail {
 struct HfArchitecture;  // src/models/hf_architecture.hpp
 }
 
-/// A parameter as rows (dim 0, what the strategies shard) of row_numel elements.
-struct ParamRows {
-  int64_t rows = 1;
-  int64_t row_numel = 1;
-  bool operator==(const ParamRows& o) const { return rows == o.rows && row_numel == o.row_numel; }
-};
-
-/// The parameter counts the estimate needs, for one model.
-struct ModelFootprint {
-  std::string kind;                 ///< the family's name
-  int64_t params = 0;               ///< Ψ (the tied GPT head counted once)
-  int64_t largest_unit_params = 0;  ///< U: the biggest unit (DecoderLayer, MlpBlock); 0 without units
-  int64_t root_params = 0;          ///< R: parameters in no unit
-  int64_t units = 0;                ///< number of units
-  /// Every parameter once, in registration order; empty: shards are taken
-  /// as ⌈Ψ/N⌉ (a model described by its count alone).
-  std::vector<ParamRows> tensors;
+/// How one of tp tensor-parallel ranks holds a parameter of the whole
+/// model's shape [rows, ...] (docs/parallelism.md).
+enum class TensorSplit {
+  Whole,    ///< every rank the whole tensor
+  Rows,     ///< rows/tp of it (a column-parallel layer's weight and bias, an embedding's vocabulary)
+  Columns,  ///< every row, 1/tp of each (a row-parallel layer's weight)
+  Fused3,   ///< q, k, v stacked: each third split by rows, held as [3, numel/3/tp]
 };
 
 /// How many of a text model's tensors (in registration order) its first
@@ -63,10 +53,13 @@ struct ModelFamily {
   /// checkpointing's default units (empty: none).
   std::vector<std::string> unit_classes;
   std::shared_ptr<Model> (*make)(const ModelSpec& spec, const ModelInit& init);
-  /// Its parameters in closed form (no model is built, so any size can be
-  /// asked), as one rank of `tp` tensor-parallel ranks holds them. Throws
-  /// Error naming the [model] key that tp does not divide.
-  ModelFootprint (*footprint)(const ModelSpec& spec, int64_t tp);
+  /// Its tensor-parallel plan as estimate-memory counts it: how one of `tp`
+  /// ranks holds the parameter `name`. nullptr: tensor and context
+  /// parallelism do not split it (tensor_parallelize and context_parallelize
+  /// refuse it).
+  TensorSplit (*tensor_split)(const std::string& name, const ModelSpec& spec, int64_t tp);
+  /// Throws Error naming the [model] key that `tp` ranks cannot split.
+  void (*check_tensor_parallel)(const ModelSpec& spec, int64_t tp);
   /// Bytes of activations kept for backward by one micro-batch of `batch`
   /// samples of `element_bytes` (include/mpiaccel/estimate.hpp).
   int64_t (*activation_bytes)(const ModelSpec& spec, int64_t batch, int64_t element_bytes, bool checkpointing,
@@ -74,7 +67,6 @@ struct ModelFamily {
   /// How many tensors its first and last pipeline pieces hold (its
   /// PipelineModel, pipeline_model.hpp; nullptr: it cannot be cut into stages).
   PipelinePieceTensors (*pipeline_piece_tensors)(const ModelSpec& spec);
-  bool tensor_parallel;  ///< tensor_parallelize and context_parallelize split it
   /// Its transformers architecture (nullptr: none): tensor names both ways
   /// and config.json both ways.
   const detail::HfArchitecture* hf;

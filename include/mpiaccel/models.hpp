@@ -88,6 +88,13 @@ struct ModelInit {
 std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec,
                                   const ModelInit& init = {});
 
+/// A model of `kind` with every parameter's name, shape, dtype and module,
+/// and no values and no memory: built deferred (ModelInit) with LibTorch's
+/// meta kernels standing in for every computation, so no initialiser runs.
+/// What estimate-memory counts; any size can be asked (a 70-billion
+/// parameter Llama builds in moments). Its forward must not run.
+std::shared_ptr<Model> make_model_shapes(const std::string& kind, const ModelSpec& spec);
+
 /// Splits a bundled GPT or Llama over the tensor-parallel `group` (the
 /// mesh's tp group; docs/parallelism.md): attention by heads (key/value
 /// heads held whole by several ranks when there are fewer than ranks), the

@@ -26,7 +26,7 @@ void require_step(bool present, const char* key, int64_t size, const std::string
 
 ParallelPlan bundled_plan(Model& model, const Config& config) {
   ParallelPlan plan;
-  if (model_family(model.kind()).tensor_parallel) {
+  if (model_family(model.kind()).tensor_split != nullptr) {
     const bool sequence_parallel = config.parallelism.sequence_parallel;
     plan.tensor = [&model, sequence_parallel](std::shared_ptr<Communicator> tp) {
       tensor_parallelize(model, std::move(tp), sequence_parallel);

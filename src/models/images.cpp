@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 
 #include "mpiaccel/error.hpp"
-#include "mpiaccel/model_family.hpp"
 
 namespace mpiaccel::detail {
 
@@ -19,11 +18,6 @@ void check_image_model_spec(const ModelSpec& spec) {
   MPIACCEL_CHECK(spec.hidden_size >= 1, "[model] hidden_size must be at least 1");
   MPIACCEL_CHECK(spec.dropout >= 0.0 && spec.dropout < 1.0,
                  "[model] dropout " + std::to_string(spec.dropout) + " is not in [0, 1)");
-}
-
-void add_linear_rows(std::vector<ParamRows>& tensors, int64_t in, int64_t out) {
-  tensors.push_back({out, in});
-  tensors.push_back({out, 1});
 }
 
 }  // namespace mpiaccel::detail

@@ -6,9 +6,8 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
-#include "mpiaccel/model_family.hpp"
+#include "mpiaccel/models.hpp"
 
 namespace mpiaccel::detail {
 
@@ -20,8 +19,5 @@ void check_images(const at::Tensor& input, const char* model);
 
 /// Throws Error for a hidden_size below 1 or a dropout outside [0, 1).
 void check_image_model_spec(const ModelSpec& spec);
-
-/// A Linear(in, out)'s weight [out, in] and bias [out], as registered, appended to `tensors`.
-void add_linear_rows(std::vector<ParamRows>& tensors, int64_t in, int64_t out);
 
 }  // namespace mpiaccel::detail

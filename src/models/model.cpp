@@ -1,5 +1,6 @@
 // The model factory and the bridges between Model and torch::nn::Module.
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/nn/module.h>
 
 #include <memory>
@@ -28,6 +29,36 @@ std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec
   std::optional<detail::DeferredBuildScope> unmapping;
   if (init.deferred) unmapping.emplace();
   return model_family(kind).make(spec, init);
+}
+
+namespace {
+
+// While alive, the thread's dispatch keys include Meta: every op on an
+// existing tensor (the initialisers) runs its meta kernel, which computes
+// nothing, while the factories still allocate on the CPU (untouched pages).
+// The thread's keys are restored whole after: LibTorch's
+// IncludeDispatchKeyGuard, measured here, leaves later CPU ops dispatched to
+// Meta once it removes a backend key.
+class NoComputation {
+ public:
+  NoComputation() : saved_(c10::impl::tls_local_dispatch_key_set()) {
+    c10::impl::tls_set_dispatch_key_included(c10::DispatchKey::Meta, true);
+  }
+  ~NoComputation() { c10::impl::_force_tls_local_dispatch_key_set(saved_); }
+  NoComputation(const NoComputation&) = delete;
+  NoComputation& operator=(const NoComputation&) = delete;
+
+ private:
+  c10::impl::LocalDispatchKeySet saved_;
+};
+
+}  // namespace
+
+std::shared_ptr<Model> make_model_shapes(const std::string& kind, const ModelSpec& spec) {
+  NoComputation no_computation;
+  ModelInit init;
+  init.deferred = true;  // each module's memory given back once it is built
+  return make_model(kind, spec, init);
 }
 
 void tensor_parallelize(Model& model, std::shared_ptr<Communicator> group, bool sequence_parallel) {

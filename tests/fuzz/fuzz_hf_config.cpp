@@ -20,7 +20,7 @@ namespace {
 // The two families with a transformers architecture, as the registry has
 // them but for their other parts (the harness links the architectures alone).
 mpiaccel::ModelFamily hf_only(const char* name, const mpiaccel::detail::HfArchitecture& arch) {
-  return {name, "", mpiaccel::ModelFamily::Input::Tokens, {}, nullptr, nullptr, nullptr, nullptr, true, &arch};
+  return {name, "", mpiaccel::ModelFamily::Input::Tokens, {}, nullptr, nullptr, nullptr, nullptr, nullptr, &arch};
 }
 
 // What init_from does with a config.json: which family, which settings

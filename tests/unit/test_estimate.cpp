@@ -1,5 +1,5 @@
 // ctest: links mpiaccel; timeout 120
-// estimate-memory's formulas: the closed-form parameter counts against the
+// estimate-memory's counts and formulas: the shape-only builds' parameter counts against the
 // built models, the ZeRO paper's own worked example (Ψ = 7.5 B, N = 64,
 // K = 12: 120 / 31.4 / 16.6 / 1.9 GB), fp32 model states, offload, FSDP's
 // gathered and resident terms, and the activation terms.
@@ -62,6 +62,27 @@ EstimateSettings on(int world, bool bucket_view = true) {
 int64_t states(const MemoryEstimate& r) { return r.model_state_bytes(); }
 
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(a_seventy_billion_parameter_llama_counts_without_its_memory) {
+  // Llama-3-70B's config.json: transformers counts 70,553,706,496
+  // parameters. The shape-only build holds none of their 282 GB.
+  ModelSpec spec;
+  spec.n_layer = 80;
+  spec.n_embd = 8192;
+  spec.n_head = 64;
+  spec.n_kv_head = 8;
+  spec.intermediate_size = 28672;
+  spec.vocab_size = 128256;
+  spec.block_size = 8192;
+  const ModelFootprint whole = model_footprint("llama", spec);
+  BOOST_TEST(whole.params == 70'553'706'496);
+  BOOST_TEST(whole.units == 80);
+  BOOST_TEST(whole.largest_unit_params == 855'654'400);
+  BOOST_TEST(whole.root_params == 2 * 128256 * 8192 + 8192);
+  // At tp 8 a rank holds 1/8 of all but the norms (8 key/value heads: one each).
+  const ModelFootprint tp8 = model_footprint("llama", spec, 8);
+  BOOST_TEST(tp8.params == (whole.params - (2 * 80 + 1) * 8192) / 8 + (2 * 80 + 1) * 8192);
+}
 
 BOOST_AUTO_TEST_CASE(closed_forms_equal_the_built_models) {
   expect_counts_match("gpt", gpt(4, 128, 4, 128), {"DecoderLayer"});

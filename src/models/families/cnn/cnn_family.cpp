@@ -1,26 +1,12 @@
 // The CNN family's registration (include/mpiaccel/model_family.hpp) and its
-// shapes in closed form, mirroring cnn.cpp.
+// activations in closed form, mirroring cnn.cpp.
 
 #include "models/families/cnn/cnn.hpp"
+#include "models/family_shapes.hpp"
 #include "models/images.hpp"
-#include "models/split_rows.hpp"
 
 namespace mpiaccel::detail {
 namespace {
-
-constexpr int64_t kFlat = 64 * 7 * 7;  // the second pool's output, flattened
-
-ModelFootprint cnn_footprint(const ModelSpec& spec, int64_t) {
-  // No units: FSDP treats the whole model as its root.
-  ModelFootprint out;
-  out.params = (1 * 32 * 9 + 32) + (32 * 64 * 9 + 64) + (kFlat * spec.hidden_size + spec.hidden_size) +
-               (spec.hidden_size * kClasses + kClasses);
-  out.root_params = out.params;
-  out.tensors = {{32, 1 * 9}, {32, 1}, {64, 32 * 9}, {64, 1}};
-  add_linear_rows(out.tensors, kFlat, spec.hidden_size);
-  add_linear_rows(out.tensors, spec.hidden_size, kClasses);
-  return out;
-}
 
 int64_t cnn_activation_bytes(const ModelSpec& spec, int64_t b, int64_t a, bool, int64_t, bool) {
   const int64_t h = spec.hidden_size;
@@ -39,10 +25,10 @@ const ModelFamily& cnn_family() {
       ModelFamily::Input::Images,
       /*unit_classes=*/{},
       &make_cnn,
-      &cnn_footprint,
+      /*tensor_split=*/nullptr,
+      /*check_tensor_parallel=*/nullptr,
       &cnn_activation_bytes,
       /*pipeline_piece_tensors=*/nullptr,
-      /*tensor_parallel=*/false,
       /*hf=*/nullptr,
   };
   return family;

@@ -12,11 +12,11 @@ const ModelFamily& gpt_family() {
       ModelFamily::Input::Tokens,
       {"DecoderLayer"},
       &make_gpt,
-      &gpt_footprint,
+      &gpt_tensor_split,
+      &gpt_check_tensor_parallel,
       &gpt_activation_bytes,
       // wte, wpe | ln_f weight and bias (+ wte again)
       [](const ModelSpec&) { return PipelinePieceTensors{2, 2, true}; },
-      /*tensor_parallel=*/true,
       &kHfGpt2,
   };
   return family;

@@ -1,20 +1,16 @@
-// The GPT's parameters and activations in closed form (gpt.hpp); mirrors
-// gpt.cpp layer by layer. tests/unit/test_estimate.cpp checks the
-// parameters against a built model.
+// What estimate-memory needs of the GPT beyond a shape-only build
+// (gpt.hpp): its tensor-parallel split per parameter and its activations in
+// closed form, mirroring gpt.cpp layer by layer.
 
 #include "models/families/gpt/gpt.hpp"
 
-#include <vector>
+#include <initializer_list>
+#include <string>
 
-#include "models/split_rows.hpp"
+#include "models/family_shapes.hpp"
 
 namespace mpiaccel::detail {
 namespace {
-
-void add_norm(std::vector<ParamRows>& tensors, int64_t c) {
-  tensors.push_back({c, 1});  // weight
-  tensors.push_back({c, 1});  // bias
-}
 
 // Korthikanti et al. 2022, eq. (2)-(5): s·b·h·(34 + 5·a·s/h) bytes per layer
 // for 2-byte activations and 1-byte dropout masks; with tensor parallelism
@@ -29,28 +25,20 @@ int64_t gpt_layer_activations(const ModelSpec& spec, int64_t batch, int64_t elem
 
 }  // namespace
 
-ModelFootprint gpt_footprint(const ModelSpec& spec, int64_t tp) {
+// Megatron's split (gpt.cpp's parallelize): the vocabulary by rows, q, k and
+// v by heads in their fused layer, the MLP's first layer by rows, the two
+// output projections by columns; norms, positions and output biases whole.
+TensorSplit gpt_tensor_split(const std::string& name, const ModelSpec&, int64_t) {
+  if (name == "wte.weight") return TensorSplit::Rows;
+  if (ends_with_any(name, {".attn.qkv.weight", ".attn.qkv.bias"})) return TensorSplit::Fused3;
+  if (ends_with_any(name, {".mlp.fc.weight", ".mlp.fc.bias"})) return TensorSplit::Rows;
+  if (ends_with_any(name, {".attn.proj.weight", ".mlp.proj.weight"})) return TensorSplit::Columns;
+  return TensorSplit::Whole;
+}
+
+void gpt_check_tensor_parallel(const ModelSpec& spec, int64_t tp) {
   check_tp_divides(spec.n_head, "n_head", tp);
   check_tp_divides(spec.vocab_size, "vocab_size", tp);
-  ModelFootprint out;
-  const int64_t c = spec.n_embd, t = tp;
-  out.units = spec.n_layer;
-  // wte (vocabulary rows split, tied with the head), wpe, ln_f.
-  out.root_params = spec.vocab_size / t * c + spec.block_size * c + 2 * c;
-  out.tensors = {{spec.vocab_size / t, c}, {spec.block_size, c}};
-  for (int64_t l = 0; l < spec.n_layer; ++l) {
-    int64_t layer = 4 * c;  // ln_1, ln_2
-    add_norm(out.tensors, c);  // ln_1
-    layer += add_split_linear(out.tensors, c, 3 * c, true, LinearSplit::Fused3, t);   // attn.qkv
-    layer += add_split_linear(out.tensors, c, c, true, LinearSplit::Rowwise, t);      // attn.proj
-    add_norm(out.tensors, c);  // ln_2
-    layer += add_split_linear(out.tensors, c, 4 * c, true, LinearSplit::Colwise, t);  // mlp.fc
-    layer += add_split_linear(out.tensors, 4 * c, c, true, LinearSplit::Rowwise, t);  // mlp.proj
-    out.largest_unit_params = layer;
-  }
-  out.params = out.root_params + spec.n_layer * out.largest_unit_params;
-  add_norm(out.tensors, c);  // ln_f
-  return out;
 }
 
 int64_t gpt_activation_bytes(const ModelSpec& spec, int64_t b, int64_t a, bool checkpointing, int64_t tp,

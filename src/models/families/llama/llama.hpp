@@ -1,10 +1,11 @@
 #pragma once
 // The Llama family's parts (llama_family.cpp registers them): the model
-// (llama.cpp, rope.cpp), its shapes in closed form (llama_shapes.cpp) and
+// (llama.cpp, rope.cpp), its split and activations for estimate-memory (llama_shapes.cpp) and
 // its transformers form, LlamaForCausalLM (hf_llama.cpp).
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "mpiaccel/model_family.hpp"
 
@@ -14,9 +15,10 @@ struct HfArchitecture;
 
 std::shared_ptr<Model> make_llama(const ModelSpec& spec, const ModelInit& init);
 
-/// A Llama of `spec` as one rank of `tp` tensor-parallel ranks holds it
-/// (params, units, root and largest unit, tensors in registration order).
-ModelFootprint llama_footprint(const ModelSpec& spec, int64_t tp);
+/// How one of `tp` tensor-parallel ranks holds the Llama's parameter `name`.
+TensorSplit llama_tensor_split(const std::string& name, const ModelSpec& spec, int64_t tp);
+/// Throws Error naming the [model] key that `tp` ranks cannot split.
+void llama_check_tensor_parallel(const ModelSpec& spec, int64_t tp);
 
 /// Bytes of activations kept for backward by a Llama of `spec` at `batch`
 /// sequences, activations of `element_bytes`, on one rank of `tp` (with or

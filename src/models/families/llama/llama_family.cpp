@@ -12,13 +12,13 @@ const ModelFamily& llama_family() {
       ModelFamily::Input::Tokens,
       {"LlamaDecoderLayer"},
       &make_llama,
-      &llama_footprint,
+      &llama_tensor_split,
+      &llama_check_tensor_parallel,
       &llama_activation_bytes,
       // embed_tokens | norm (+ lm_head, or embed_tokens again when tied)
       [](const ModelSpec& spec) {
         return PipelinePieceTensors{1, spec.tie_word_embeddings ? size_t{1} : size_t{2}, spec.tie_word_embeddings};
       },
-      /*tensor_parallel=*/true,
       &kHfLlama,
   };
   return family;

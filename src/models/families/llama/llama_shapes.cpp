@@ -1,39 +1,19 @@
-// The Llama's parameters and activations in closed form (llama.hpp);
-// mirrors llama.cpp layer by layer. tests/unit/test_estimate.cpp checks the
-// parameters against a built model.
+// What estimate-memory needs of the Llama beyond a shape-only build
+// (llama.hpp): its tensor-parallel split per parameter and its activations
+// in closed form, mirroring llama.cpp layer by layer.
 
 #include "models/families/llama/llama.hpp"
 
-#include <vector>
+#include <initializer_list>
+#include <string>
 
-#include "models/split_rows.hpp"
+#include "models/family_shapes.hpp"
 
 namespace mpiaccel::detail {
-namespace {
-
-// One LlamaDecoderLayer as a rank of `t` holds it: q, k, v, o, gate, up,
-// down, then the two norms (key/value heads whole when fewer than ranks).
-int64_t add_decoder_layer(std::vector<ParamRows>& tensors, const ModelSpec& spec, int64_t t) {
-  using detail::LinearSplit;
-  const int64_t c = spec.n_embd, q = spec.n_head * spec.head_width(), kv = spec.kv_heads() * spec.head_width();
-  const int64_t width = spec.swiglu_width();
-  const bool attention_bias = spec.attention_bias, mlp_bias = spec.mlp_bias;
-  const LinearSplit kv_split = spec.kv_heads() >= t ? LinearSplit::Colwise : LinearSplit::Whole;
-  int64_t n = add_split_linear(tensors, c, q, attention_bias, LinearSplit::Colwise, t);
-  n += add_split_linear(tensors, c, kv, attention_bias, kv_split, t);
-  n += add_split_linear(tensors, c, kv, attention_bias, kv_split, t);
-  n += add_split_linear(tensors, q, c, attention_bias, LinearSplit::Rowwise, t);
-  n += add_split_linear(tensors, c, width, mlp_bias, LinearSplit::Colwise, t);
-  n += add_split_linear(tensors, c, width, mlp_bias, LinearSplit::Colwise, t);
-  n += add_split_linear(tensors, width, c, mlp_bias, LinearSplit::Rowwise, t);
-  tensors.push_back({c, 1});
-  tensors.push_back({c, 1});
-  return n + 2 * c;
-}
 
 // The sizes tensor parallelism over `tp` ranks must divide, as llama.cpp
 // checks them.
-void check_tensor_parallel(const ModelSpec& spec, int64_t tp) {
+void llama_check_tensor_parallel(const ModelSpec& spec, int64_t tp) {
   check_tp_divides(spec.n_head, "n_head", tp);
   check_tp_divides(spec.vocab_size, "vocab_size", tp);
   check_tp_divides(spec.swiglu_width(), "intermediate_size", tp);
@@ -42,23 +22,19 @@ void check_tensor_parallel(const ModelSpec& spec, int64_t tp) {
                      " and [parallelism] tp_size " + std::to_string(tp) + ": one must divide the other");
 }
 
-}  // namespace
-
-ModelFootprint llama_footprint(const ModelSpec& spec, int64_t tp) {
-  check_tensor_parallel(spec, tp);
-  ModelFootprint out;
-  const int64_t c = spec.n_embd, v = spec.vocab_size / tp;  // vocabulary rows split
-  out.tensors = {{v, c}};
-  for (int64_t l = 0; l < spec.n_layer; ++l) out.largest_unit_params = add_decoder_layer(out.tensors, spec, tp);
-  out.tensors.push_back({c, 1});  // model.norm
-  out.root_params = v * c + c;
-  if (!spec.tie_word_embeddings) {
-    out.tensors.push_back({v, c});  // lm_head
-    out.root_params += v * c;
-  }
-  out.units = spec.n_layer;
-  out.params = out.root_params + spec.n_layer * out.largest_unit_params;
-  return out;
+// llama.cpp's parallelize: the vocabulary (embedding and head) by rows, the
+// attention heads and the SwiGLU width by rows of q, k, v, gate and up and
+// columns of o and down; key/value heads whole when fewer than the ranks;
+// norms and the row-parallel biases whole.
+TensorSplit llama_tensor_split(const std::string& name, const ModelSpec& spec, int64_t tp) {
+  if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return TensorSplit::Rows;
+  if (ends_with_any(name, {".q_proj.weight", ".q_proj.bias", ".gate_proj.weight", ".gate_proj.bias",
+                           ".up_proj.weight", ".up_proj.bias"}))
+    return TensorSplit::Rows;
+  if (ends_with_any(name, {".k_proj.weight", ".k_proj.bias", ".v_proj.weight", ".v_proj.bias"}))
+    return spec.kv_heads() >= tp ? TensorSplit::Rows : TensorSplit::Whole;
+  if (ends_with_any(name, {".o_proj.weight", ".down_proj.weight"})) return TensorSplit::Columns;
+  return TensorSplit::Whole;
 }
 
 // Per layer, what autograd keeps (a = element bytes, b·t positions):

@@ -1,31 +1,14 @@
 // The MLP family's registration (include/mpiaccel/model_family.hpp) and its
-// shapes in closed form, mirroring mlp.cpp.
+// activations in closed form, mirroring mlp.cpp.
 
 #include <algorithm>
 
 #include "models/families/mlp/mlp.hpp"
+#include "models/family_shapes.hpp"
 #include "models/images.hpp"
-#include "models/split_rows.hpp"
 
 namespace mpiaccel::detail {
 namespace {
-
-ModelFootprint mlp_footprint(const ModelSpec& spec, int64_t) {
-  ModelFootprint out;
-  out.units = spec.mlp_layers;
-  int64_t in = kPixels;
-  for (int64_t i = 0; i < spec.mlp_layers; ++i) {
-    const int64_t block = in * spec.hidden_size + spec.hidden_size;
-    add_linear_rows(out.tensors, in, spec.hidden_size);
-    out.largest_unit_params = std::max(out.largest_unit_params, block);
-    out.params += block;
-    in = spec.hidden_size;
-  }
-  out.root_params = spec.hidden_size * kClasses + kClasses;
-  out.params += out.root_params;
-  add_linear_rows(out.tensors, spec.hidden_size, kClasses);
-  return out;
-}
 
 int64_t mlp_activation_bytes(const ModelSpec& spec, int64_t b, int64_t a, bool checkpointing, int64_t, bool) {
   const int64_t h = spec.hidden_size;
@@ -52,10 +35,10 @@ const ModelFamily& mlp_family() {
       ModelFamily::Input::Images,
       {"MlpBlock"},
       &make_mlp,
-      &mlp_footprint,
+      /*tensor_split=*/nullptr,
+      /*check_tensor_parallel=*/nullptr,
       &mlp_activation_bytes,
       /*pipeline_piece_tensors=*/nullptr,
-      /*tensor_parallel=*/false,
       /*hf=*/nullptr,
   };
   return family;

@@ -102,8 +102,7 @@ void Accelerator::prepare_tensor_parallel() {
   std::map<std::string, tp::ParamSplit> splits = tp::split_parameters(*model_);
   MPIACCEL_CHECK(!splits.empty(), "[parallelism] tp_size " + std::to_string(ranks) +
                                       ", but the model has no split layers: split it before prepare "
-                                      "(tensor_parallelize for the bundled gpt and llama, tp::parallelize_module "
-                                      "for a model of your own)");
+                                      "(parallelize with a plan: include/mpiaccel/parallelize.hpp)");
   std::unordered_set<const void*> split_params;
   for (const auto& item : model_->named_parameters())
     if (splits.count(item.key())) split_params.insert(item.value().unsafeGetTensorImpl());

@@ -204,7 +204,7 @@ class CachedContext {
 std::vector<int64_t> generate_tokens(Model& model, const std::vector<int64_t>& prompt,
                                      const GenerateOptions& options) {
   auto* lm = dynamic_cast<detail::CausalLm*>(&model);
-  MPIACCEL_CHECK(lm != nullptr, "generate() needs a GPT or a Llama, not a " + model.kind() + " model");
+  MPIACCEL_CHECK(lm != nullptr, "generate() needs a bundled text model, not a " + model.kind() + " model");
   MPIACCEL_CHECK(options.n_tokens >= 0, "generate(): n_tokens must not be negative");
   MPIACCEL_CHECK(!prompt.empty(), "generate(): the prompt has no token");
   at::NoGradGuard no_grad;

@@ -1,6 +1,5 @@
 // The model factory and the bridges between Model and torch::nn::Module.
 
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/nn/module.h>
 
 #include <memory>
@@ -10,6 +9,7 @@
 
 #include "models/causal_lm.hpp"
 #include "models/deferred.hpp"
+#include "models/no_computation.hpp"
 #include "mpiaccel/context_parallel.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/model_family.hpp"
@@ -31,31 +31,8 @@ std::shared_ptr<Model> make_model(const std::string& kind, const ModelSpec& spec
   return model_family(kind).make(spec, init);
 }
 
-namespace {
-
-// While alive, the thread's dispatch keys include Meta: every op on an
-// existing tensor (the initialisers) runs its meta kernel, which computes
-// nothing, while the factories still allocate on the CPU (untouched pages).
-// The thread's keys are restored whole after: LibTorch's
-// IncludeDispatchKeyGuard, measured here, leaves later CPU ops dispatched to
-// Meta once it removes a backend key.
-class NoComputation {
- public:
-  NoComputation() : saved_(c10::impl::tls_local_dispatch_key_set()) {
-    c10::impl::tls_set_dispatch_key_included(c10::DispatchKey::Meta, true);
-  }
-  ~NoComputation() { c10::impl::_force_tls_local_dispatch_key_set(saved_); }
-  NoComputation(const NoComputation&) = delete;
-  NoComputation& operator=(const NoComputation&) = delete;
-
- private:
-  c10::impl::LocalDispatchKeySet saved_;
-};
-
-}  // namespace
-
 std::shared_ptr<Model> make_model_shapes(const std::string& kind, const ModelSpec& spec) {
-  NoComputation no_computation;
+  detail::NoComputation no_computation;
   ModelInit init;
   init.deferred = true;  // each module's memory given back once it is built
   return make_model(kind, spec, init);
@@ -63,14 +40,14 @@ std::shared_ptr<Model> make_model_shapes(const std::string& kind, const ModelSpe
 
 void tensor_parallelize(Model& model, std::shared_ptr<Communicator> group, bool sequence_parallel) {
   auto* text = dynamic_cast<detail::TextModel*>(&model);
-  MPIACCEL_CHECK(text != nullptr, "tensor parallelism splits the bundled gpt and llama, not a " + model.kind() +
+  MPIACCEL_CHECK(text != nullptr, "tensor parallelism splits the bundled text models, not a " + model.kind() +
                                       "; split a model of your own with tp::parallelize_module");
   text->parallelize(std::move(group), sequence_parallel);
 }
 
 void context_parallelize(Model& model, std::shared_ptr<Communicator> group, const std::string& exchange) {
   auto* text = dynamic_cast<detail::TextModel*>(&model);
-  MPIACCEL_CHECK(text != nullptr, "context parallelism splits the sequence of the bundled gpt and llama, not of a " +
+  MPIACCEL_CHECK(text != nullptr, "context parallelism splits the sequence of the bundled text models, not of a " +
                                       model.kind() + "; a model of your own calls cp::causal_attention");
   text->context_parallelize(std::move(group), cp::exchange_named(exchange));
 }

@@ -137,8 +137,11 @@ std::shared_ptr<Model> build_builtin_model(Accelerator& acc) {
 // (prepare broadcasts over the data-parallel group, after the split).
 void init_from_pretrained(Accelerator& acc, Model& model, const ModelSpec& spec, const std::string& path) {
   std::string why;
-  if (!builtin_model(model.kind()).generates_text) {
-    why = "[model] init_from reads Hugging Face weights, for [train] model = gpt or llama only";
+  if (model_family(model.kind()).hf == nullptr) {
+    std::string have;
+    for (const ModelFamily* family : model_families())
+      if (family->hf != nullptr) have += std::string(have.empty() ? "" : " or ") + family->name;
+    why = "[model] init_from reads Hugging Face weights, for [train] model = " + have + " only";
   } else if (acc.mesh().dp()->rank() == 0) {
     try {
       detail::load_hf_model(model.module(), model.kind(), spec, path);

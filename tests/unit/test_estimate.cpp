@@ -96,6 +96,8 @@ BOOST_AUTO_TEST_CASE(closed_forms_equal_the_built_models) {
   llama.intermediate_size = 100;
   llama.head_dim = 8;
   expect_counts_match("llama", llama, {"LlamaDecoderLayer"});
+  llama.rope_scaling = "llama3";  // its frequencies compute even in a shape-only build
+  expect_counts_match("llama", llama, {"LlamaDecoderLayer"});
   ModelSpec mlp;
   mlp.hidden_size = 100;
   mlp.mlp_layers = 3;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "models/no_computation.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel::detail {
@@ -39,6 +40,7 @@ RotaryEmbedding::RotaryEmbedding(const ModelSpec& spec) {
   MPIACCEL_CHECK(dim % 2 == 0, "[model] the Llama's head width " + std::to_string(dim) +
                                    " is odd: rotary embeddings rotate pairs (set n_embd / n_head or head_dim even)");
   MPIACCEL_CHECK(spec.rope_theta > 0, "[model] rope_theta must be positive");
+  ComputeHere frequencies;  // also in a shape-only build: llama3's scaling has no meta kernels
   const at::Tensor exponents = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
   inv_freq_ = 1.0 / at::pow(spec.rope_theta, exponents);
   if (spec.rope_scaling == "llama3") {

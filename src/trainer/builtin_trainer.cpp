@@ -41,11 +41,11 @@ struct BuiltinModel {
   bool generates_text;          // prints a sample at the end
 };
 
-// The families that can be cut into pipeline stages: "gpt or llama".
-std::string pipelined_families() {
+// The names of the families that `have` a part, "gpt or llama".
+std::string families_with(bool (*have)(const ModelFamily&)) {
   std::string names;
   for (const ModelFamily* family : model_families())
-    if (family->pipeline_piece_tensors != nullptr) names += std::string(names.empty() ? "" : " or ") + family->name;
+    if (have(*family)) names += std::string(names.empty() ? "" : " or ") + family->name;
   return names;
 }
 
@@ -138,10 +138,8 @@ std::shared_ptr<Model> build_builtin_model(Accelerator& acc) {
 void init_from_pretrained(Accelerator& acc, Model& model, const ModelSpec& spec, const std::string& path) {
   std::string why;
   if (model_family(model.kind()).hf == nullptr) {
-    std::string have;
-    for (const ModelFamily* family : model_families())
-      if (family->hf != nullptr) have += std::string(have.empty() ? "" : " or ") + family->name;
-    why = "[model] init_from reads Hugging Face weights, for [train] model = " + have + " only";
+    why = "[model] init_from reads Hugging Face weights, for [train] model = " +
+          families_with([](const ModelFamily& f) { return f.hf != nullptr; }) + " only";
   } else if (acc.mesh().dp()->rank() == 0) {
     try {
       detail::load_hf_model(model.module(), model.kind(), spec, path);
@@ -187,7 +185,9 @@ TrainResult train(Accelerator& acc) {
   const ParallelPlan plan = bundled_plan(*model, acc.config());
   MPIACCEL_CHECK(plan.pipeline != nullptr || acc.config().parallelism.pp_size <= 1,
                  "[parallelism] pp_size " + std::to_string(acc.config().parallelism.pp_size) + ": [train] model = " +
-                     tc.model + " does not declare pipeline pieces; use " + pipelined_families() + ", or pp_size = 1");
+                     tc.model + " does not declare pipeline pieces; use " +
+                     families_with([](const ModelFamily& f) { return f.pipeline_piece_tensors != nullptr; }) +
+                     ", or pp_size = 1");
   const bool pipelined = acc.config().parallelism.pp_size > 1;
   // The one step that splits the model and puts it under the strategy.
   parallelize(acc, as_module(model), plan,

@@ -26,6 +26,13 @@ literal only in its own folder: everything else asks the registry
 (include/mpiaccel/model_family.hpp). Comments and module names
 (register_module("mlp", ...)) do not count.
 
+A config value is compared as text only in src/config: the config reads
+each choice key's text once into its enum (include/mpiaccel/config_choices.hpp),
+and everything else compares enums. A comparison (== or !=) with a string
+literal that spells a choice value ("fsdp", "HYBRID_SHARD", "none") is refused
+outside src/config, except in a family's transformers mapping (hf_*.cpp of
+src/models/families), which compares transformers' config.json values.
+
 Exit status 0 when all holds; 1 with one line per broken rule (file:line,
 what it includes, whose that is, and what its module declares).
 """
@@ -246,6 +253,38 @@ class Checker:
                                   f"(src/models/families/{family}); ask the registry "
                                   f"(include/mpiaccel/model_family.hpp) instead")
 
+    def check_config_values(self):
+        choices_header = os.path.join(self.root, "include", "mpiaccel", "config_choices.hpp")
+        if not os.path.isfile(choices_header):
+            return
+        text = open(choices_header).read()
+        tables = re.findall(r"MPIACCEL_CHOICES\((.*?)\);", text, re.S)
+        spellings = {name for table in tables for name in re.findall(r'"([^"]+)"', table)}
+        quoted = "|".join(map(re.escape, sorted(spellings, key=len, reverse=True)))
+        compared = re.compile(r'(?:==|!=)\s*"(' + quoted + r')"|"(' + quoted + r')"\s*(?:==|!=)')
+        for top in ("src", "tools"):
+            for folder, _, files in os.walk(os.path.join(self.root, top)):
+                relative_folder = os.path.relpath(folder, self.root)
+                if relative_folder == os.path.join("src", "config") or \
+                        relative_folder.startswith(os.path.join("src", "config") + os.sep):
+                    continue
+                for name in sorted(files):
+                    in_family = relative_folder.startswith(os.path.join("src", "models", "families"))
+                    if not name.endswith(SOURCE_SUFFIXES) or (in_family and name.startswith("hf_")):
+                        continue
+                    self.check_value_comparisons(os.path.join(folder, name), compared)
+
+    def check_value_comparisons(self, path, compared):
+        relative = os.path.relpath(path, self.root)
+        with open(path, errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                code = re.sub(r"//.*$", "", line)
+                for match in compared.finditer(code):
+                    value = match.group(1) or match.group(2)
+                    self.fail(f"{relative}:{number}: compares with \"{value}\", a config value's text; the "
+                              f"config holds it as an enum (include/mpiaccel/config_choices.hpp): compare "
+                              f"with the enum, or resolve the text in src/config")
+
     def check_design(self, path):
         text = open(path).read()
         block = re.search(r"<!-- module-table -->(.*?)<!-- /module-table -->", text, re.S)
@@ -301,6 +340,7 @@ def main():
     checker.check_folders()
     checker.check_unneeded()
     checker.check_family_names()
+    checker.check_config_values()
     if args.design:
         checker.check_design(args.design)
     for error in checker.errors:

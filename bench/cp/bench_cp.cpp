@@ -122,7 +122,7 @@ Measured attention(mpiaccel::Accelerator& acc, const Options& o, const std::stri
   return measure(acc.comm(), o, [&] {
     const at::Tensor out = group->size() == 1 ? mpiaccel::cp::detail::whole_causal_attention(q, k, v)
                                               : mpiaccel::cp::causal_attention(q, k, v, group,
-                                                                               mpiaccel::cp::exchange_named(exchange));
+                                                                               mpiaccel::choice_named<mpiaccel::cp::Exchange>(exchange, "exchange"));
     out.backward(dout);
     q.mutable_grad().reset();
     k.mutable_grad().reset();
@@ -135,7 +135,7 @@ Measured model_step(mpiaccel::Accelerator& acc, const Options& o) {
   acc.set_seed(0);
   const mpiaccel::ModelSpec spec = mpiaccel::ModelSpec::from(config.model, config.train.seq_len);
   const auto model = mpiaccel::make_model("gpt", spec);
-  if (acc.mesh().cp()->size() > 1) mpiaccel::context_parallelize(*model, acc.mesh().cp(), "ring");
+  if (acc.mesh().cp()->size() > 1) mpiaccel::context_parallelize(*model, acc.mesh().cp(), mpiaccel::CpCommStrategy::Ring);
   const auto module = mpiaccel::as_module(model);
   auto optimizer = std::make_shared<torch::optim::AdamW>(module->parameters(), torch::optim::AdamWOptions(1e-4));
   acc.prepare(module, optimizer);

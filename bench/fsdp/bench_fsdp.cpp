@@ -172,7 +172,7 @@ Formula formula_of(const std::string& strategy, const mpiaccel::Config& config, 
   if (strategy == "zero1") return {"4P+4P+8P/N", 8 * psi + 8 * psi / n};
   if (strategy == "zero2") {
     // Offload adds the host fp32 master rows and the host gradient rows.
-    if (config.zero.offload_optimizer == "cpu") return {"4P+(4+8)P/N+8P/N host", 4 * psi + 20 * psi / n};
+    if (config.zero.offload_optimizer == mpiaccel::OffloadChoice::Cpu) return {"4P+(4+8)P/N+8P/N host", 4 * psi + 20 * psi / n};
     return {"4P+(4+8)P/N", 4 * psi + 12 * psi / n};
   }
   if (strategy == "fsdp" && !config.fsdp.reshard_after_forward)

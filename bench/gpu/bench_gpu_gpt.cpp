@@ -32,11 +32,11 @@ constexpr double kPeakFlops = 989.4e12;
 
 Config bench_config(const std::string& strategy) {
   Config config;
-  config.distributed.strategy = strategy;
-  config.distributed.mixed_precision = "bf16";
+  config.set("distributed.strategy", strategy);
+  config.distributed.mixed_precision = MixedPrecision::Bf16;
   // MPIACCEL_BENCH_DEVICE=cpu: a smoke test of the program on the CPU.
   const char* device = std::getenv("MPIACCEL_BENCH_DEVICE");
-  config.distributed.device = device ? device : "cuda";
+  config.set("distributed.device", device ? device : "cuda");
   config.distributed.timeout_s = 600;
   config.optimizer.lr = 6e-4;
   config.optimizer.betas = {0.9, 0.95};

@@ -167,11 +167,11 @@ int run(int argc, char** argv) {
   if (fresh) csv << "label,impl,pp,schedule,microbatches,step_ms,compute_ms,bubble,theory\n";
   char line[256];
   std::snprintf(line, sizeof line, "%s,ours,%lld,%s,%lld,%.1f,%.1f,%.3f,%.3f\n", options.label.c_str(),
-                static_cast<long long>(pc.pp_size), pc.pp_schedule.c_str(),
+                static_cast<long long>(pc.pp_size), mpiaccel::name_of(pc.pp_schedule).c_str(),
                 static_cast<long long>(pipeline.microbatches()), step_ms, compute_ms, bubble, expected);
   csv << line;
   std::printf("bench_pp: %-20s pp %lld %s m %lld: %.1f ms/step, bubble %.3f (theory %.3f), loss %.4f\n",
-              options.label.c_str(), static_cast<long long>(pc.pp_size), pc.pp_schedule.c_str(),
+              options.label.c_str(), static_cast<long long>(pc.pp_size), mpiaccel::name_of(pc.pp_schedule).c_str(),
               static_cast<long long>(pipeline.microbatches()), step_ms, bubble, expected, loss);
   return 0;
 }

@@ -140,11 +140,10 @@ class Checkpointer {
   /// Collective over comm: every rank calls it, in the same order.
   CheckpointMeta load(const std::string& path_or_dir, ShardedStateDict& targets);
 
-  /// What a `[checkpoint] resume` value asks to load: "none" → ""; "latest"
-  /// → dir() if it holds a committed checkpoint, else "" (a requeued job's
-  /// first run); anything else → that path. Rank 0 looks and every rank gets
-  /// its answer. Collective over comm.
-  std::string resume_source(const std::string& resume);
+  /// `[checkpoint] resume = latest`: dir() if it holds a committed
+  /// checkpoint, else "" (a requeued job's first run). Rank 0 looks and every
+  /// rank gets its answer. Collective over comm.
+  std::string latest_source();
 
   /// The checkpoint a path names: a file as is, a directory through its `latest`.
   /// Throws mpiaccel::Error if there is none. Local (no communication).

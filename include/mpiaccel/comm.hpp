@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "mpiaccel/config_choices.hpp"
+
 namespace mpiaccel {
 
 class Runtime;
@@ -58,8 +60,8 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// "mpi" or "nccl".
-  virtual std::string backend() const = 0;
+  /// Backend::Mpi or Backend::Nccl (name_of() spells it).
+  virtual Backend backend() const = 0;
   /// Deadline of every op of this communicator.
   virtual std::chrono::milliseconds timeout() const = 0;
 
@@ -169,7 +171,7 @@ std::shared_ptr<Communicator> make_mpi_node(const Runtime& runtime,
 /// with device<->host staging (several ranks on one GPU). A choice some rank
 /// cannot run (nccl without a GPU or NCCL, or with ranks sharing a GPU) fails
 /// on every rank with that rank's reason. Collective over the world.
-std::shared_ptr<Communicator> make_world(const Runtime& runtime, const std::string& backend,
+std::shared_ptr<Communicator> make_world(const Runtime& runtime, Backend backend,
                                          std::chrono::milliseconds timeout);
 
 /// True when this build has the NCCL communicator.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "mpiaccel/config_choices.hpp"
 #include "mpiaccel/error.hpp"
 
 namespace mpiaccel {
@@ -20,22 +21,22 @@ namespace mpiaccel {
 struct LaunchConfig {
   int64_t num_machines = 1;
   int64_t num_processes = 1;        ///< total ranks
-  std::string launcher = "auto";    ///< auto | mpirun | srun
+  LauncherChoice launcher = LauncherChoice::Auto;  ///< auto | mpirun | srun
   int64_t cpus_per_process = 0;     ///< 0 = cores of the node / ranks per node
   std::string mpirun_args;          ///< extra arguments for mpirun
   std::string srun_args;            ///< extra arguments for srun
 };
 
 struct DistributedConfig {
-  std::string strategy = "no";          ///< no | ddp | fsdp | zero
-  std::string backend = "auto";         ///< auto | mpi | nccl
-  std::string mixed_precision = "no";   ///< no | bf16 | fp16
-  std::string param_dtype = "auto";     ///< auto | fp32 | bf16 | fp16 (auto: from mixed_precision)
-  std::string reduce_dtype = "auto";
-  std::string buffer_dtype = "auto";
+  StrategyChoice strategy = StrategyChoice::No;  ///< no | ddp | fsdp | zero
+  Backend backend = Backend::Auto;  ///< auto | mpi | nccl
+  MixedPrecision mixed_precision = MixedPrecision::No;  ///< no | bf16 | fp16
+  DtypeChoice param_dtype = DtypeChoice::Auto;  ///< auto | fp32 | bf16 | fp16 (auto: from mixed_precision)
+  DtypeChoice reduce_dtype = DtypeChoice::Auto;
+  DtypeChoice buffer_dtype = DtypeChoice::Auto;
   double timeout_s = 1800;              ///< deadline of every collective
   int64_t seed = 42;
-  std::string device = "auto";          ///< auto | cpu | cuda
+  DevicePreference device = DevicePreference::Auto;  ///< auto | cpu | cuda
   bool allow_gpu_sharing = false;       ///< allow several ranks on one GPU
 };
 
@@ -54,12 +55,12 @@ struct ParallelismConfig {
   bool sequence_parallel = false; ///< norms and dropout on sequence shards (tp > 1)
   int64_t pp_size = 1;            ///< pipeline stages (ranks along the pipeline)
   /// gpipe | 1f1b | interleaved_1f1b | zb_h1 (docs/parallelism.md)
-  std::string pp_schedule = "1f1b";
+  PipelineScheduleKind pp_schedule = PipelineScheduleKind::OneFOneB;
   int64_t pp_virtual_stages = 0;  ///< stages per rank; 0 = 2 for interleaved_1f1b, else 1
   int64_t pp_microbatches = 0;    ///< per optimizer step; 0 = [train] grad_accum_steps
   std::string pp_layers;          ///< "0-3,4-7": each stage's layers; "" = balanced
   int64_t cp_size = 1;            ///< context-parallel ranks (the sequence split for attention)
-  std::string cp_comm_strategy = "ring";  ///< ring | alltoall
+  CpCommStrategy cp_comm_strategy = CpCommStrategy::Ring;  ///< ring | alltoall
 };
 
 struct DdpConfig {
@@ -71,8 +72,8 @@ struct DdpConfig {
   /// How each bucket is reduced (comm_hook.hpp): none (all-reduce) | fp16 |
   /// bf16 | powersgd | batched_powersgd; Accelerate's spellings no,
   /// power_sgd, batched_power_sgd too.
-  std::string comm_hook = "none";
-  std::string comm_wrapper = "none";  ///< PowerSGD's own all-reduces in: none | fp16 | bf16
+  CommHookChoice comm_hook = CommHookChoice::None;
+  CommWrapperChoice comm_wrapper = CommWrapperChoice::None;  ///< PowerSGD's own all-reduces in: none | fp16 | bf16
   int64_t powersgd_rank = 1;
   int64_t powersgd_start_iter = 1000;
   double powersgd_min_compression_rate = 2;
@@ -84,21 +85,21 @@ struct DdpConfig {
 
 struct FsdpConfig {
   int64_t version = 2;
-  std::string sharding_strategy = "FULL_SHARD";  ///< FULL_SHARD | SHARD_GRAD_OP | HYBRID_SHARD
+  ShardingStrategy sharding_strategy = ShardingStrategy::FullShard;  ///< FULL_SHARD | SHARD_GRAD_OP | HYBRID_SHARD
   int64_t hybrid_group_size = 0;                 ///< ranks per shard group; 0 = ranks of a node
   bool reshard_after_forward = true;
   bool cpu_offload = false;
-  std::string auto_wrap_policy = "TRANSFORMER_BASED_WRAP";  ///< | SIZE_BASED_WRAP | NO_WRAP
+  WrapPolicy auto_wrap_policy = WrapPolicy::TransformerBasedWrap;  ///< | SIZE_BASED_WRAP | NO_WRAP
   /// Unit classes (Module::name()s, comma-separated); "" = the bundled
   /// model's own (units_to_wrap in models.hpp): DecoderLayer for the GPT,
   /// LlamaDecoderLayer for the Llama, MlpBlock for the MLP.
   std::string transformer_layer_cls_to_wrap;
   int64_t min_num_params = 100000000;
   bool forward_prefetch = true;
-  std::string backward_prefetch = "BACKWARD_PRE";  ///< BACKWARD_PRE | BACKWARD_POST | NO_PREFETCH
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::Pre;  ///< BACKWARD_PRE | BACKWARD_POST | NO_PREFETCH
   bool cpu_ram_efficient_loading = true;
   bool activation_checkpointing = false;
-  std::string state_dict_type = "SHARDED_STATE_DICT";  ///< | FULL_STATE_DICT
+  StateDictType state_dict_type = StateDictType::Sharded;  ///< SHARDED_STATE_DICT | FULL_STATE_DICT
   bool quantized_weights = false;  ///< ZeRO++ qwZ: parameters all-gathered in int8 with block scales
   /// ZeRO++ hpZ: groups of this many consecutive ranks keep a second shard of
   /// each unit from forward, and backward gathers within the group; 1 = off,
@@ -109,8 +110,8 @@ struct FsdpConfig {
 
 struct ZeroConfig {
   int64_t stage = 2;                          ///< 0..3
-  std::string offload_optimizer = "none";     ///< none | cpu
-  std::string offload_param = "none";         ///< none | cpu
+  OffloadChoice offload_optimizer = OffloadChoice::None;  ///< none | cpu
+  OffloadChoice offload_param = OffloadChoice::None;      ///< none | cpu
   double reduce_bucket_mb = 25;
   double allgather_bucket_mb = 25;
   bool quantized_weights = false;  ///< stage 3: ZeRO++ qwZ (int8 all-gather of parameters)
@@ -119,7 +120,7 @@ struct ZeroConfig {
 };
 
 struct OptimizerConfig {
-  std::string name = "adamw";           ///< adamw | sgd
+  OptimizerChoice name = OptimizerChoice::AdamW;  ///< adamw | sgd
   double lr = 1e-3;
   std::array<double, 2> betas{0.9, 0.999};
   double eps = 1e-8;
@@ -129,7 +130,7 @@ struct OptimizerConfig {
 };
 
 struct SchedulerConfig {
-  std::string name = "constant";        ///< constant | linear | cosine
+  LrSchedule name = LrSchedule::Constant;  ///< constant | linear | cosine
   int64_t warmup_steps = 0;
   double min_lr_ratio = 0.0;            ///< floor of linear/cosine as a fraction of lr
 };
@@ -140,7 +141,7 @@ std::string default_model_family();
 
 struct TrainConfig {
   std::string model = default_model_family();  ///< a model family (include/mpiaccel/model_family.hpp)
-  std::string dataset = "fortunes";     ///< fortunes | fashion-mnist | tokens | hdf5
+  DatasetChoice dataset = DatasetChoice::Fortunes;  ///< fortunes | fashion-mnist | tokens | hdf5
   std::string data_dir;                 ///< "" = the dataset's Debian location; hdf5: a file or directory
   /// tokens: raw text (a file or directory) that rank 0 BPE-tokenizes into
   /// data_dir when train.tokens or val.tokens is missing ("" = none).
@@ -179,13 +180,13 @@ struct ModelConfig {
   double dropout = 0.0;
   int64_t hidden_size = 256;            ///< MLP/CNN hidden width
   int64_t mlp_layers = 2;               ///< MLP hidden layers
-  std::string activation = "gelu";      ///< GPT MLP: gelu (exact) | gelu_tanh (GPT-2's gelu_new)
+  Activation activation = Activation::Gelu;  ///< GPT MLP: gelu (exact) | gelu_tanh (GPT-2's gelu_new)
   // The Llama's own ([train] model = llama; docs/data_and_models.md, "Llama").
   int64_t n_kv_head = 0;                ///< key/value heads (grouped-query attention); 0 = n_head
   int64_t head_dim = 0;                 ///< 0 = n_embd / n_head
   int64_t intermediate_size = 0;        ///< SwiGLU width; 0 = 8/3 n_embd rounded up to 256
   double rope_theta = 10000.0;          ///< the rotary embedding's base
-  std::string rope_scaling = "none";    ///< none | llama3 (Llama 3.1's long-context frequencies)
+  RopeScaling rope_scaling = RopeScaling::None;  ///< none | llama3 (Llama 3.1's long-context frequencies)
   double rope_scaling_factor = 8.0;     ///< llama3: factor
   double rope_low_freq_factor = 1.0;    ///< llama3: low_freq_factor
   double rope_high_freq_factor = 4.0;   ///< llama3: high_freq_factor
@@ -212,9 +213,9 @@ struct CheckpointConfig {
 };
 
 struct LoggingConfig {
-  std::string level = "info";           ///< debug | info | warn | error
+  LogLevel level = LogLevel::Info;      ///< debug | info | warn | error
   std::string metrics_file = "metrics.jsonl";
-  std::string progress = "auto";        ///< auto | bar | lines | off
+  ProgressMode progress = ProgressMode::Auto;  ///< auto | bar | lines | off
   std::string trace;                    ///< Chrome trace JSON path; "" = off
   /// Where metrics go (the Trainer's report_to): a list of jsonl (metrics_file)
   /// and tensorboard (event files in logging_dir), or none.
@@ -276,6 +277,47 @@ enum class StrategyKind { NoDist, Ddp, Zero1, Zero2, Fsdp, Zero3 };
 StrategyKind strategy_kind(const Config& config);
 /// True for the kinds that shard parameters (FSDP, ZeRO-3).
 bool shards_parameters(const Config& config);
+/// The strategy's name in logs and checkpoints: no, ddp, zero1, zero2, fsdp, zero3.
+std::string strategy_name(StrategyKind kind);
+
+/// Where the data-parallel ranks of a mesh stand, as the strategy needs it:
+/// `replicas` copies ([parallelism] dp_replicate_size) of groups of
+/// `shard_ranks` ranks that shard together (dp_shard × cp). The default is a
+/// flat group: no replicas, the group size left to [fsdp].
+struct DataParallelShape {
+  int64_t replicas = 1;
+  int64_t shard_ranks = 0;  ///< 0 = not from a mesh
+};
+
+/// The data-parallel strategy of a config, resolved once, with the checks
+/// that need several keys or sections (src/config/strategy_plan.cpp). Each
+/// strategy reads only its own settings from here: ZeRO-3's keys are folded
+/// into `fsdp` (full shard, [zero] offload_param and ZeRO++), and FSDP on a
+/// mesh with replicas is HSDP (HYBRID_SHARD over groups of shard_ranks).
+/// Throws ConfigError for settings that contradict each other.
+struct StrategyPlan {
+  StrategyKind kind = StrategyKind::NoDist;
+  DdpConfig ddp;    ///< Ddp (ZeRO stage 0 too)
+  ZeroConfig zero;  ///< Zero1, Zero2
+  FsdpConfig fsdp;  ///< Fsdp, Zero3
+};
+StrategyPlan resolve_strategy(const Config& config, const DataParallelShape& shape = {});
+
+/// Where [checkpoint] resume points: nowhere, the newest checkpoint of
+/// [checkpoint] dir (if there is one yet), or a checkpoint's path.
+struct ResumeFrom {
+  enum class Kind { None, Latest, Path };
+  Kind kind = Kind::None;
+  std::string path;  ///< Path only
+};
+ResumeFrom resume_from(const CheckpointConfig& checkpoint);
+
+/// [logging] report_to as its targets; throws ConfigError naming an unknown one.
+struct ReportTargets {
+  bool jsonl = false;
+  bool tensorboard = false;
+};
+ReportTargets report_targets(const LoggingConfig& logging);
 
 /// The items of a comma-separated list, each trimmed of blanks, empty items
 /// dropped ("DecoderLayer, MlpBlock" → {"DecoderLayer", "MlpBlock"}).

@@ -25,18 +25,17 @@
 #include <memory>
 #include <string>
 
+#include "mpiaccel/config_choices.hpp"
+
 namespace mpiaccel {
 
 class Communicator;
 
 namespace cp {
 
-/// How attention exchanges between the ranks of a cp group.
-enum class Exchange { Ring, AllToAll };
-
-/// "ring" or "alltoall" ([parallelism] cp_comm_strategy); throws Error otherwise.
-Exchange exchange_named(const std::string& name);
-const char* exchange_name(Exchange exchange);
+/// How attention exchanges between the ranks of a cp group ([parallelism]
+/// cp_comm_strategy: ring or alltoall).
+using Exchange = CpCommStrategy;
 
 /// Throws Error unless `exchange` can split `heads` attention heads (a
 /// rank's) over `ranks` cp ranks: alltoall needs them to divide.

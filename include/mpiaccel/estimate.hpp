@@ -110,9 +110,11 @@ int64_t optimizer_slots(const OptimizerConfig& optimizer);
 
 /// One row of the estimate, bytes per rank.
 struct MemoryEstimate {
-  std::string strategy;       ///< ddp | zero1 | zero2 | fsdp (= zero3)
+  StrategyKind kind = StrategyKind::Ddp;       ///< Ddp, Zero1, Zero2 or Fsdp (= ZeRO-3)
+  std::string strategy;       ///< its name: ddp | zero1 | zero2 | fsdp
   bool offload = false;
-  std::string precision;      ///< fp32 | bf16 | fp16
+  MixedPrecision mixed_precision = MixedPrecision::No;
+  std::string precision;      ///< its name: fp32 | bf16 | fp16
   int world_size = 1;          ///< all ranks: data-parallel ranks × tp_size
   int tp_size = 1;             ///< tensor-parallel ranks: each holds its slices
   int pp_size = 1;             ///< pipeline stages: the row is the heaviest stage's rank
@@ -158,13 +160,11 @@ struct EstimateSettings {
   bool reshard_after_forward = true;
 };
 
-/// One strategy ("ddp", "zero1", "zero2", "zero3", "fsdp") at one precision
-/// ("fp32"/"no", "bf16", "fp16"). The function the FSDP/ZeRO accounting tests
-/// compare their measured Strategy::memory() with. Throws Error for an
-/// unknown strategy or precision, or offload with ddp.
-MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spec,
-                               const std::string& strategy, bool offload,
-                               const std::string& precision, const EstimateSettings& settings);
+/// One strategy (ZeRO-3 counts as FSDP) at one precision. The function the
+/// FSDP/ZeRO accounting tests compare their measured Strategy::memory()
+/// with. Throws Error for offload with DDP (or no strategy).
+MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spec, StrategyKind strategy,
+                               bool offload, MixedPrecision precision, const EstimateSettings& settings);
 
 /// The estimate of `config`'s model ([train] model, [model], [train]
 /// seq_len/batch_size, [optimizer], [ddp], [fsdp] activation_checkpointing,

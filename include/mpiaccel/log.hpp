@@ -4,12 +4,10 @@
 
 #include <string>
 
+#include "mpiaccel/config_choices.hpp"  // LogLevel
+
 namespace mpiaccel {
 
-enum class LogLevel { Debug = 0, Info = 1, Warn = 2, Error = 3 };
-
-/// Parses "debug|info|warn|error"; throws mpiaccel::Error on anything else.
-LogLevel parse_log_level(const std::string& name);
 
 /// Sets the identity used as the log prefix; Runtime calls it after MPI_Init.
 void set_log_identity(int rank, int world_size, const std::string& host);

@@ -114,12 +114,13 @@ void tensor_parallelize(Model& model, std::shared_ptr<Communicator> group, bool 
 /// [B, T/cp, vocab] (cp::zigzag_shard), at their global positions; loss()
 /// takes the whole target and returns the mean over this rank's shard, so
 /// the mean over the group is the whole sequence's. Attention exchanges
-/// over the group by `exchange`: "ring" or "alltoall"
+/// over the group by `exchange`: ring or alltoall
 /// (include/mpiaccel/context_parallel.hpp). Generation sees the whole
 /// sequence. Once, before Accelerator::prepare, after tensor_parallelize if
 /// both. Throws Error for a model that is not a GPT or a Llama, a dropout
 /// above 0, or alltoall with heads that do not divide by the group.
-void context_parallelize(Model& model, std::shared_ptr<Communicator> group, const std::string& exchange = "ring");
+void context_parallelize(Model& model, std::shared_ptr<Communicator> group,
+                         CpCommStrategy exchange = CpCommStrategy::Ring);
 
 /// The logits [B, T, vocab] of `tokens` from a GPT or a Llama, whole also
 /// when the model is split by tensor_parallelize (gathered over the group:

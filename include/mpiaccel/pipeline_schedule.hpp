@@ -8,12 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "mpiaccel/config_choices.hpp"  // PipelineScheduleKind
+
 namespace mpiaccel {
 
-enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved1F1B, ZeroBubbleH1 };
-
-/// [parallelism] pp_schedule's kind; throws Error naming the accepted ones.
-PipelineScheduleKind pipeline_schedule_kind(const std::string& name);
 
 /// One step of a rank's schedule: Forward, Backward (input and weight
 /// gradients together), or, split (ZB-H1), BackwardInput then BackwardWeight.

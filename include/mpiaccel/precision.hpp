@@ -34,7 +34,7 @@ namespace mpiaccel {
 class Communicator;
 
 struct PrecisionPolicy {
-  std::string mixed_precision = "no";        ///< no | bf16 | fp16, as configured
+  MixedPrecision mixed_precision = MixedPrecision::No;  ///< as configured
   at::ScalarType param_dtype = at::kFloat;   ///< compute
   at::ScalarType reduce_dtype = at::kFloat;  ///< gradient communication
   at::ScalarType buffer_dtype = at::kFloat;  ///< buffers
@@ -42,7 +42,6 @@ struct PrecisionPolicy {
   static constexpr at::ScalarType kMasterDtype = at::kFloat;
 
   /// The policy of [distributed] mixed_precision and its dtype overrides.
-  /// Throws Error for a value it does not know.
   static PrecisionPolicy from_config(const DistributedConfig& config);
 
   /// True when the forward computes in a lower precision than fp32.

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "mpiaccel/config_choices.hpp"
+
 namespace mpiaccel {
 
 namespace detail {
@@ -57,8 +59,8 @@ DeviceChoice choose_device(int local_rank, int local_size, int visible_gpus,
 
 struct RuntimeOptions {
   bool allow_gpu_sharing = false;
-  /// Force CPU even when GPUs are visible ("cpu"), or "auto".
-  std::string device = "auto";
+  /// Force CPU even when GPUs are visible (Cpu), demand one (Cuda), or Auto.
+  DevicePreference device = DevicePreference::Auto;
 };
 
 /// RAII owner of MPI for the process: construct once in main(), before any

@@ -28,19 +28,19 @@ std::chrono::milliseconds timeout_of(const Config& config) {
 
 Accelerator::Accelerator(Runtime& runtime, Config config)
     : runtime_(runtime), config_(std::move(config)) {
-  set_log_level(parse_log_level(config_.logging.level));
+  set_log_level(config_.logging.level);
   runtime_.set_device_options({config_.distributed.allow_gpu_sharing, config_.distributed.device});
   // NCCL, MPI, or MPI with device<->host staging; a device or backend some
   // rank cannot have fails on every rank.
   comm_ = make_world(runtime_, config_.distributed.backend, timeout_of(config_));
   mesh_ = detail::make_mesh(config_, runtime_, comm_);
+  precision_ = PrecisionPolicy::from_config(config_.distributed);
   bool one_process = false;
-  strategy_ = detail::make_run_strategy(detail::strategy_config(config_, mesh_->shape()), mesh_->gradient_group(),
-                                        &one_process);
+  strategy_ = detail::make_run_strategy(resolve_strategy(config_, detail::data_parallel_shape(mesh_->shape())),
+                                        precision_, mesh_->gradient_group(), &one_process);
   if (one_process && rank() == 0)
     log_info("[distributed] strategy = " + strategy_->name() + " over one data-parallel rank: nothing to shard, "
           "so it runs as one process does (no gathers or reduce-scatters) and saves the same checkpoint");
-  precision_ = PrecisionPolicy::from_config(config_.distributed);
   MPIACCEL_CHECK(!(precision_.needs_grad_scaler() &&
                    (strategy_kind(config_) == StrategyKind::Zero1 ||
                     strategy_kind(config_) == StrategyKind::Zero2)),
@@ -87,7 +87,7 @@ void Accelerator::prepare(std::shared_ptr<torch::nn::Module> model,
   // built over the same tensors, follows the move.
   if (mesh_->shape().size("tp") > 1) prepare_tensor_parallel();
   count_each_parameter_once();
-  if (device() != "cpu") model_->to(at::Device(device()));
+  if (!at::Device(device()).is_cpu()) model_->to(at::Device(device()));
   strategy_->prepare(model_, optimizer_);
   // After the strategy: it wraps FSDP's interceptor, so recomputation happens
   // with the unit's parameters gathered.
@@ -127,13 +127,12 @@ Pipeline& Accelerator::pipeline_parallelize(std::shared_ptr<torch::nn::Module> m
   const ParallelismConfig& pc = config_.parallelism;
   PipelineOptions options;
   options.group = mesh_->pp();
-  options.schedule = pipeline_schedule_kind(pc.pp_schedule);
-  options.schedule_name = pc.pp_schedule;
+  options.schedule = pc.pp_schedule;
   options.virtual_stages = pc.pp_virtual_stages;
   options.microbatches = pc.pp_microbatches > 0 ? pc.pp_microbatches : config_.train.grad_accum_steps;
   options.layers = pc.pp_layers;
   options.strategy = strategy_.get();
-  options.strategy_name = config_.distributed.strategy;
+  options.strategy_name = strategy_->name();
   options.strategy_shards_gradients = strategy_kind(config_) == StrategyKind::Zero2 || shards_parameters(config_);
   options.scaler = scaler_.get();
   options.device = device();

@@ -1,6 +1,7 @@
 #pragma once
 // The Accelerator's device mesh: built from [parallelism] (and [fsdp]
-// HYBRID_SHARD, its older spelling), and the config the strategy sees on it.
+// HYBRID_SHARD, its older spelling), and the data-parallel shape the strategy
+// is resolved for.
 
 #include <memory>
 
@@ -15,9 +16,9 @@ namespace mpiaccel::detail {
 std::unique_ptr<Mesh> make_mesh(const Config& config, const Runtime& runtime,
                                 std::shared_ptr<Communicator> world);
 
-/// `config` as the strategy over the mesh's data-parallel group must read
-/// it: fsdp with replicas (dp_replicate > 1) is HSDP with groups of dp_shard
-/// ranks, which are consecutive in that group.
-Config strategy_config(const Config& config, const MeshShape& shape);
+/// The mesh's data-parallel ranks as resolve_strategy places a strategy on
+/// them: dp_replicate replicas of dp_shard × cp ranks that shard together
+/// (consecutive in the mesh's data-parallel group).
+DataParallelShape data_parallel_shape(const MeshShape& shape);
 
 }  // namespace mpiaccel::detail

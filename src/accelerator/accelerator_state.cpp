@@ -159,9 +159,10 @@ std::string Accelerator::save_state(int64_t step, const DistributedLoader& loade
 int64_t Accelerator::resume(DistributedLoader& loader) {
   MPIACCEL_CHECK(model_, "Accelerator::resume before prepare(): prepare the model and "
                          "optimizer first, then resume into them");
-  const std::string source = checkpointer().resume_source(config_.checkpoint.resume);
+  const ResumeFrom from = resume_from(config_.checkpoint);
+  const std::string source = from.kind == ResumeFrom::Kind::Latest ? checkpointer().latest_source() : from.path;
   if (source.empty()) {
-    if (config_.checkpoint.resume == "latest")
+    if (from.kind == ResumeFrom::Kind::Latest)
       print("resume = latest: no checkpoint in " + config_.checkpoint.dir + " yet, starting from step 0");
     return 0;
   }

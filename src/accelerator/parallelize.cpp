@@ -31,7 +31,7 @@ ParallelPlan bundled_plan(Model& model, const Config& config) {
     plan.tensor = [&model, sequence_parallel](std::shared_ptr<Communicator> tp) {
       tensor_parallelize(model, std::move(tp), sequence_parallel);
     };
-    const std::string exchange = config.parallelism.cp_comm_strategy;
+    const CpCommStrategy exchange = config.parallelism.cp_comm_strategy;
     plan.context = [&model, exchange](std::shared_ptr<Communicator> cp) {
       context_parallelize(model, std::move(cp), exchange);
     };

@@ -55,9 +55,7 @@ CheckpointMeta Checkpointer::load(const std::string& path_or_dir, ShardedStateDi
                                  targets);
 }
 
-std::string Checkpointer::resume_source(const std::string& resume) {
-  if (resume == "none") return "";
-  if (resume != "latest") return resume;
+std::string Checkpointer::latest_source() {
   int64_t found = 0;
   if (comm_->rank() == 0) found = std::filesystem::exists(std::filesystem::path(dir_) / "latest") ? 1 : 0;
   found = comm_->all_reduce_int(found, ReduceOp::Max);

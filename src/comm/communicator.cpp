@@ -64,11 +64,11 @@ void wait_all(const std::vector<WorkHandle>& works) {
 }
 
 WorkHandle Communicator::send_async(at::Tensor, int, int, const std::string& what) {
-  MPIACCEL_THROW("send of " + what + ": the " + backend() + " communicator has no point-to-point messages");
+  MPIACCEL_THROW("send of " + what + ": the " + name_of(backend()) + " communicator has no point-to-point messages");
 }
 
 WorkHandle Communicator::recv_async(at::Tensor, int, int, const std::string& what) {
-  MPIACCEL_THROW("recv of " + what + ": the " + backend() + " communicator has no point-to-point messages");
+  MPIACCEL_THROW("recv of " + what + ": the " + name_of(backend()) + " communicator has no point-to-point messages");
 }
 
 void Communicator::all_reduce(at::Tensor tensor, ReduceOp op) {

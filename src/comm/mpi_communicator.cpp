@@ -409,7 +409,7 @@ std::shared_ptr<ShmRegion> MpiCommunicator::region_of(const at::Tensor& tensor) 
 MPI_Comm mpi_comm_of(const Communicator& comm) {
   if (const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm)) return mpi->handle();
   const auto* backed = dynamic_cast<const HostBacked*>(&comm);
-  MPIACCEL_CHECK(backed, "the " + comm.backend() + " communicator has no MPI communicator "
+  MPIACCEL_CHECK(backed, "the " + name_of(comm.backend()) + " communicator has no MPI communicator "
                          "under it; pass an MPI or NCCL one");
   return mpi_comm_of(backed->host());
 }

@@ -30,7 +30,7 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return "mpi"; }
+  Backend backend() const override { return Backend::Mpi; }
   /// The MPI communicator its operations run on (comm/mpi_handle.hpp).
   MPI_Comm handle() const { return comm_; }
   std::chrono::milliseconds timeout() const override { return thread_->timeout(); }

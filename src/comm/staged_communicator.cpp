@@ -58,13 +58,13 @@ class StagedWork final : public Work {
 class StagedCommunicator final : public Communicator, public HostBacked {
  public:
   explicit StagedCommunicator(std::shared_ptr<Communicator> mpi) : mpi_(std::move(mpi)) {
-    MPIACCEL_CHECK(mpi_ && mpi_->backend() == "mpi",
+    MPIACCEL_CHECK(mpi_ && mpi_->backend() == Backend::Mpi,
                    "host staging needs an MPI communicator underneath");
   }
 
   int rank() const override { return mpi_->rank(); }
   int size() const override { return mpi_->size(); }
-  std::string backend() const override { return "mpi"; }
+  Backend backend() const override { return Backend::Mpi; }
   std::chrono::milliseconds timeout() const override { return mpi_->timeout(); }
   const Communicator& host() const override { return *mpi_; }
 

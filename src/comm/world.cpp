@@ -13,16 +13,14 @@ namespace mpiaccel {
 namespace {
 
 // Why this rank cannot run `backend` on its device, or "".
-std::string backend_problem(const Runtime& runtime, const std::string& backend) {
+std::string backend_problem(const Runtime& runtime, Backend backend) {
   try {
     runtime.device();
   } catch (const Error& e) {
     return e.message();  // e.g. more ranks than GPUs without allow_gpu_sharing
   }
   const DeviceChoice& device = runtime.device();
-  if (backend != "auto" && backend != "mpi" && backend != "nccl")
-    return "[distributed] backend = " + backend + " is unknown; accepted: auto|mpi|nccl";
-  if (backend != "nccl") return "";
+  if (backend != Backend::Nccl) return "";
   if (device.cuda_index < 0)
     return "[distributed] backend = nccl needs a CUDA device, but this rank runs on the CPU "
            "(no GPU visible, or [distributed] device = cpu); use backend = auto or mpi";
@@ -39,7 +37,7 @@ std::string backend_problem(const Runtime& runtime, const std::string& backend) 
 
 }  // namespace
 
-std::shared_ptr<Communicator> make_world(const Runtime& runtime, const std::string& backend,
+std::shared_ptr<Communicator> make_world(const Runtime& runtime, Backend backend,
                                          std::chrono::milliseconds timeout) {
   std::shared_ptr<Communicator> mpi = make_mpi_world(runtime, timeout);
   const std::string problem = backend_problem(runtime, backend);
@@ -49,7 +47,7 @@ std::shared_ptr<Communicator> make_world(const Runtime& runtime, const std::stri
   if (device.cuda_index >= 0) detail::set_current_device(at::Device(device.device));
   // NCCL only when every rank has a GPU of its own, so all ranks pick alike.
   const bool own_gpu = device.cuda_index >= 0 && runtime.local_size() <= device.visible_gpus;
-  const bool wants_nccl = backend == "nccl" || (backend == "auto" && nccl_available() && own_gpu);
+  const bool wants_nccl = backend == Backend::Nccl || (backend == Backend::Auto && nccl_available() && own_gpu);
   if (mpi->all_reduce_int(wants_nccl ? 1 : 0, ReduceOp::Min) == 1)
     return make_nccl(*mpi, device.cuda_index, timeout);
   if (mpi->all_reduce_int(device.cuda_index >= 0 ? 1 : 0, ReduceOp::Max) == 1)

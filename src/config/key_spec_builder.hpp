@@ -197,6 +197,29 @@ class SectionRows {
     return *this;
   }
 
+  /// One value of the enum E, spelled as Choices<E> spells it (any case;
+  /// an alias reads as its value, and to_ini() writes the value's first name).
+  template <class E>
+  SectionRows& choice(const char* key, E S::*m, const char* help) {
+    auto s = section_;
+    std::vector<std::string> names;
+    for (const auto& c : Choices<E>::names) names.push_back(c.name);
+    add(key, "choice", choice_names<E>(), help, names,
+        [=](const Config& c) { return name_of((c.*s).*m); },
+        [=](Config& c, const std::string& text) -> std::string {
+          for (const auto& x : Choices<E>::names) {
+            if (detail::same_choice_name(text, x.name)) {
+              (c.*s).*m = x.value;
+              return "";
+            }
+          }
+          std::string why = "'" + text + "' is not one of the choices";
+          if (auto near = nearest(text, names)) why += " (did you mean '" + *near + "'?)";
+          return why;
+        });
+    return *this;
+  }
+
  private:
   template <class Get, class Set>
   void add(const char* key, std::string type, std::string accepted, const char* help,

@@ -37,13 +37,12 @@ void add_zero_plus_plus(SectionRows<S>& section) {
 
 std::vector<KeySpec> build_schema() {
   std::vector<KeySpec> rows;
-  const std::vector<std::string> dtypes = {"auto", "fp32", "bf16", "fp16"};
 
   using L = LaunchConfig;
   rows_of(rows, "launch", &Config::launch)
       .integer(MPIACCEL_KEY(L, num_machines), at_least(1), "number of nodes")
       .integer(MPIACCEL_KEY(L, num_processes), at_least(1), "total number of ranks (all nodes)")
-      .choice(MPIACCEL_KEY(L, launcher), {"auto", "mpirun", "srun"},
+      .choice(MPIACCEL_KEY(L, launcher),
               "launcher; auto = srun inside a Slurm allocation, else mpirun")
       .integer(MPIACCEL_KEY(L, cpus_per_process), at_least(0),
                "cores bound to each rank; 0 = cores of the node / ranks per node")
@@ -52,23 +51,23 @@ std::vector<KeySpec> build_schema() {
 
   using D = DistributedConfig;
   rows_of(rows, "distributed", &Config::distributed)
-      .choice(MPIACCEL_KEY(D, strategy), {"no", "ddp", "fsdp", "zero"},
+      .choice(MPIACCEL_KEY(D, strategy),
               "how parameters, gradients and optimizer state are distributed")
-      .choice(MPIACCEL_KEY(D, backend), {"auto", "mpi", "nccl"},
+      .choice(MPIACCEL_KEY(D, backend),
               "communicator; auto = nccl when every rank has a GPU of its own and NCCL is built, "
               "else mpi (staged through the host on GPUs)")
-      .choice(MPIACCEL_KEY(D, mixed_precision), {"no", "bf16", "fp16"},
+      .choice(MPIACCEL_KEY(D, mixed_precision),
               "compute dtype of forward/backward; fp16 adds dynamic loss scaling")
-      .choice(MPIACCEL_KEY(D, param_dtype), dtypes,
+      .choice(MPIACCEL_KEY(D, param_dtype),
               "dtype of unsharded parameters; auto = from mixed_precision")
-      .choice(MPIACCEL_KEY(D, reduce_dtype), dtypes,
+      .choice(MPIACCEL_KEY(D, reduce_dtype),
               "dtype of gradient reductions; auto = from mixed_precision")
-      .choice(MPIACCEL_KEY(D, buffer_dtype), dtypes,
+      .choice(MPIACCEL_KEY(D, buffer_dtype),
               "dtype of module buffers; auto = from mixed_precision")
       .real(MPIACCEL_KEY(D, timeout_s), positive(),
             "seconds a collective may take before the job is aborted")
       .integer(MPIACCEL_KEY(D, seed), at_least(0), "seed of model init, data order and dropout")
-      .choice(MPIACCEL_KEY(D, device), {"auto", "cpu", "cuda"},
+      .choice(MPIACCEL_KEY(D, device),
               "device of each rank; auto = the local rank's GPU if any, else cpu")
       .flag(MPIACCEL_KEY(D, allow_gpu_sharing), "allow several ranks on one GPU (never with nccl)");
 
@@ -87,7 +86,7 @@ std::vector<KeySpec> build_schema() {
             "with tp_size > 1: norms and dropout on sequence shards, all-gather/reduce-scatter for all-reduce")
       .integer(MPIACCEL_KEY(Mp, pp_size), at_least(1),
                "pipeline stages: the model cut into consecutive layers, microbatches passed between ranks")
-      .choice(MPIACCEL_KEY(Mp, pp_schedule), {"gpipe", "1f1b", "interleaved_1f1b", "zb_h1"},
+      .choice(MPIACCEL_KEY(Mp, pp_schedule),
               "the order of each stage's forwards and backwards (zb_h1: weight gradients fill the bubble)")
       .integer(MPIACCEL_KEY(Mp, pp_virtual_stages), at_least(0),
                "stages per rank (interleaved_1f1b: 2 or more); 0 = 2 for interleaved_1f1b, else 1")
@@ -98,7 +97,7 @@ std::vector<KeySpec> build_schema() {
       .integer(MPIACCEL_KEY(Mp, cp_size), at_least(1),
                "context-parallel ranks: each sample's sequence split over them, attention exchanging keys and "
                "values (seq_len a multiple of 2 x cp_size)")
-      .choice(MPIACCEL_KEY(Mp, cp_comm_strategy), {"ring", "alltoall"},
+      .choice(MPIACCEL_KEY(Mp, cp_comm_strategy),
               "ring: key/value blocks passed around the cp ranks; alltoall: sequence shards swapped for head "
               "shards (Ulysses; n_head a multiple of cp_size x tp_size)");
 
@@ -113,9 +112,8 @@ std::vector<KeySpec> build_schema() {
       .flag(MPIACCEL_KEY(P, node_shared_params),
             "CPU ranks of one node share one copy of the parameters; each updates its rows")
       .choice(MPIACCEL_KEY(P, comm_hook),
-              {"none", "no", "fp16", "bf16", "powersgd", "power_sgd", "batched_powersgd", "batched_power_sgd"},
               "how gradient buckets are reduced: all-reduce, in 16 bits, or PowerSGD's low-rank factors")
-      .choice(MPIACCEL_KEY(P, comm_wrapper), {"none", "no", "fp16", "bf16"},
+      .choice(MPIACCEL_KEY(P, comm_wrapper),
               "the dtype of PowerSGD's own all-reduces (none: the gradients' dtype)")
       .integer(MPIACCEL_KEY(P, powersgd_rank), at_least(1),
                "rank of PowerSGD's approximation (PyTorch's matrix_approximation_rank)")
@@ -135,7 +133,7 @@ std::vector<KeySpec> build_schema() {
   using F = FsdpConfig;
   add_zero_plus_plus(rows_of(rows, "fsdp", &Config::fsdp)
       .integer(MPIACCEL_KEY(F, version), between(1, 2), "FSDP API generation (2 = per-parameter)")
-      .choice(MPIACCEL_KEY(F, sharding_strategy), {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD"},
+      .choice(MPIACCEL_KEY(F, sharding_strategy),
               "what is sharded: params+grads+state, grads+state, or full shard within a group")
       .integer(MPIACCEL_KEY(F, hybrid_group_size), at_least(0),
                "ranks per HYBRID_SHARD group; 0 = the ranks of a node")
@@ -143,7 +141,6 @@ std::vector<KeySpec> build_schema() {
             "free gathered parameters after forward (false: ZeRO-2-like)")
       .flag(MPIACCEL_KEY(F, cpu_offload), "keep sharded parameters and optimizer state on the CPU")
       .choice(MPIACCEL_KEY(F, auto_wrap_policy),
-              {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"},
               "how the model is split into units")
       .text(MPIACCEL_KEY(F, transformer_layer_cls_to_wrap), true,
             "module class names, comma-separated; empty = the bundled model's",
@@ -152,28 +149,28 @@ std::vector<KeySpec> build_schema() {
       .integer(MPIACCEL_KEY(F, min_num_params), at_least(1),
                "parameters per unit for SIZE_BASED_WRAP")
       .flag(MPIACCEL_KEY(F, forward_prefetch), "gather the next unit while this one runs forward")
-      .choice(MPIACCEL_KEY(F, backward_prefetch), {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"},
+      .choice(MPIACCEL_KEY(F, backward_prefetch),
               "when the next unit is gathered in backward")
       .flag(MPIACCEL_KEY(F, cpu_ram_efficient_loading),
             "only rank 0 materialises full weights; the others receive their shard")
       .flag(MPIACCEL_KEY(F, activation_checkpointing), "recompute unit activations in backward")
-      .choice(MPIACCEL_KEY(F, state_dict_type), {"SHARDED_STATE_DICT", "FULL_STATE_DICT"},
+      .choice(MPIACCEL_KEY(F, state_dict_type),
               "checkpoint layout: each rank's shards, or consolidated tensors"));
 
   using Z = ZeroConfig;
   add_zero_plus_plus(rows_of(rows, "zero", &Config::zero)
       .integer(MPIACCEL_KEY(Z, stage), between(0, 3),
                "0 = plain DDP, 1 = shard optimizer state, 2 = + gradients, 3 = + parameters")
-      .choice(MPIACCEL_KEY(Z, offload_optimizer), {"none", "cpu"},
+      .choice(MPIACCEL_KEY(Z, offload_optimizer),
               "where optimizer state and step live")
-      .choice(MPIACCEL_KEY(Z, offload_param), {"none", "cpu"},
+      .choice(MPIACCEL_KEY(Z, offload_param),
               "where stage-3 parameter shards live")
       .real(MPIACCEL_KEY(Z, reduce_bucket_mb), positive(), "reduce-scatter bucket size in MiB")
       .real(MPIACCEL_KEY(Z, allgather_bucket_mb), positive(), "all-gather bucket size in MiB"));
 
   using O = OptimizerConfig;
   rows_of(rows, "optimizer", &Config::optimizer)
-      .choice(MPIACCEL_KEY(O, name), {"adamw", "sgd"}, "optimizer")
+      .choice(MPIACCEL_KEY(O, name), "optimizer")
       .real(MPIACCEL_KEY(O, lr), positive(), "peak learning rate")
       .pair(MPIACCEL_KEY(O, betas), below_one(), "AdamW beta1, beta2")
       .real(MPIACCEL_KEY(O, eps), positive(), "AdamW epsilon")
@@ -184,7 +181,7 @@ std::vector<KeySpec> build_schema() {
 
   using S = SchedulerConfig;
   rows_of(rows, "scheduler", &Config::scheduler)
-      .choice(MPIACCEL_KEY(S, name), {"constant", "linear", "cosine"},
+      .choice(MPIACCEL_KEY(S, name),
               "learning-rate schedule after warmup")
       .integer(MPIACCEL_KEY(S, warmup_steps), at_least(0), "steps of linear warmup from 0 to lr")
       .real(MPIACCEL_KEY(S, min_lr_ratio), fraction(),
@@ -194,7 +191,7 @@ std::vector<KeySpec> build_schema() {
   rows_of(rows, "train", &Config::train)
       .choice(MPIACCEL_KEY(T, model), {MPIACCEL_MODEL_FAMILIES(MPIACCEL_FAMILY_NAME)},
               "model of the built-in trainer (a family of src/models/families)")
-      .choice(MPIACCEL_KEY(T, dataset), {"fortunes", "fashion-mnist", "tokens", "hdf5"},
+      .choice(MPIACCEL_KEY(T, dataset),
               "training data (tokens: train.tokens/val.tokens; hdf5: arrays)")
       .text(MPIACCEL_KEY(T, data_dir), true, "a directory; empty = the dataset's Debian location",
             "where the dataset's files are (hdf5: the .h5 file, or a directory with train.h5 [val.h5])")
@@ -236,7 +233,7 @@ std::vector<KeySpec> build_schema() {
       .real(MPIACCEL_KEY(M, dropout), below_one(), "dropout probability (the Llama's: attention only)")
       .integer(MPIACCEL_KEY(M, hidden_size), at_least(1), "MLP/CNN hidden width")
       .integer(MPIACCEL_KEY(M, mlp_layers), at_least(0), "MLP hidden layers")
-      .choice(MPIACCEL_KEY(M, activation), {"gelu", "gelu_tanh"},
+      .choice(MPIACCEL_KEY(M, activation),
               "GPT MLP activation; gelu_tanh = GPT-2's gelu_new")
       .integer(MPIACCEL_KEY(M, n_kv_head), at_least(0),
                "Llama key/value heads (grouped-query attention; must divide n_head); 0 = n_head")
@@ -244,7 +241,7 @@ std::vector<KeySpec> build_schema() {
       .integer(MPIACCEL_KEY(M, intermediate_size), at_least(0),
                "Llama SwiGLU width; 0 = 8/3 n_embd rounded up to a multiple of 256")
       .real(MPIACCEL_KEY(M, rope_theta), positive(), "Llama rotary embedding base")
-      .choice(MPIACCEL_KEY(M, rope_scaling), {"none", "llama3"},
+      .choice(MPIACCEL_KEY(M, rope_scaling),
               "Llama rotary frequencies; llama3 = Llama 3.1's long-context rescaling")
       .real(MPIACCEL_KEY(M, rope_scaling_factor), positive(), "llama3 scaling: factor")
       .real(MPIACCEL_KEY(M, rope_low_freq_factor), positive(), "llama3 scaling: low_freq_factor")
@@ -275,10 +272,10 @@ std::vector<KeySpec> build_schema() {
 
   using G = LoggingConfig;
   rows_of(rows, "logging", &Config::logging)
-      .choice(MPIACCEL_KEY(G, level), {"debug", "info", "warn", "error"}, "least severe message shown")
+      .choice(MPIACCEL_KEY(G, level), "least severe message shown")
       .text(MPIACCEL_KEY(G, metrics_file), true, "a path; empty = off",
             "JSON-lines metrics written by rank 0")
-      .choice(MPIACCEL_KEY(G, progress), {"auto", "bar", "lines", "off"},
+      .choice(MPIACCEL_KEY(G, progress),
               "progress display on rank 0; auto = bar on a terminal, else lines")
       .text(MPIACCEL_KEY(G, trace), true, "a path; empty = off", "Chrome trace JSON of each step")
       .text(MPIACCEL_KEY(G, report_to), false, "jsonl, tensorboard (a list) | all | none",

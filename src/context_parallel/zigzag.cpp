@@ -11,14 +11,6 @@
 
 namespace mpiaccel::cp {
 
-Exchange exchange_named(const std::string& name) {
-  if (name == "ring") return Exchange::Ring;
-  if (name == "alltoall") return Exchange::AllToAll;
-  MPIACCEL_THROW("[parallelism] cp_comm_strategy = " + name + " is unknown; accepted: ring, alltoall");
-}
-
-const char* exchange_name(Exchange exchange) { return exchange == Exchange::Ring ? "ring" : "alltoall"; }
-
 void check_heads(Exchange exchange, int64_t heads, int64_t ranks) {
   MPIACCEL_CHECK(exchange != Exchange::AllToAll || heads % ranks == 0,
                  "[parallelism] cp_comm_strategy = alltoall splits the " + std::to_string(heads) +

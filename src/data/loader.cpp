@@ -50,7 +50,7 @@ DistributedLoader::DistributedLoader(DistributedLoader&&) noexcept = default;
 DistributedLoader& DistributedLoader::operator=(DistributedLoader&&) noexcept = default;
 
 bool DistributedLoader::pins() const {
-  return options_.pin_memory && device_ != "cpu" && detail::has_streams(at::Device(device_));
+  return options_.pin_memory && !at::Device(device_).is_cpu() && detail::has_streams(at::Device(device_));
 }
 
 int64_t DistributedLoader::batches_per_epoch() const {
@@ -103,7 +103,7 @@ Batch DistributedLoader::next() {
   if (!workers_ && pins()) batch = detail::pinned(batch);
   delivered_ = planned.after;
   if (workers_) fill_workers();  // the workers fetch while the step runs
-  if (device_ == "cpu") return batch;
+  if (at::Device(device_).is_cpu()) return batch;
   return detail::to_device(batch, at::Device(device_), options_.non_blocking);
 }
 

@@ -18,7 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kAccepted = "fortunes, fashion-mnist, tokens, hdf5";
 
 std::string token_path(const TrainConfig& train, const std::string& split) {
   MPIACCEL_CHECK(!train.data_dir.empty(),
@@ -59,39 +58,41 @@ std::shared_ptr<const Dataset> make_hdf5(const TrainConfig& train, const std::st
                                              val_rows);
 }
 
+std::shared_ptr<const Dataset> make_fortunes(const TrainConfig& train, const std::string& split) {
+  const std::string dir = train.data_dir.empty() ? kFortunesDir : train.data_dir;
+  at::Tensor bytes = text_split(read_text_corpus(dir), split, train.val_fraction);
+  MPIACCEL_CHECK(bytes.numel() >= train.seq_len + 1,
+                 "the " + split + " split of " + dir + " has " + std::to_string(bytes.numel()) +
+                     " bytes, fewer than one sample of seq_len + 1 = " + std::to_string(train.seq_len + 1) +
+                     "; change [train] val_fraction or seq_len");
+  return std::make_shared<TextDataset>(bytes, train.seq_len);
+}
+
 }  // namespace
 
 std::shared_ptr<const Dataset> make_dataset(const TrainConfig& train, const std::string& split) {
   MPIACCEL_CHECK(split == "train" || split == "val",
                  "dataset split '" + split + "' is unknown; accepted: train, val");
-  const std::string& name = train.dataset;
-  if (name == "fortunes") {
-    const std::string dir = train.data_dir.empty() ? kFortunesDir : train.data_dir;
-    at::Tensor bytes = text_split(read_text_corpus(dir), split, train.val_fraction);
-    MPIACCEL_CHECK(bytes.numel() >= train.seq_len + 1,
-                   "the " + split + " split of " + dir + " has " + std::to_string(bytes.numel()) +
-                       " bytes, fewer than one sample of seq_len + 1 = " +
-                       std::to_string(train.seq_len + 1) + "; change [train] val_fraction or seq_len");
-    return std::make_shared<TextDataset>(bytes, train.seq_len);
+  switch (train.dataset) {
+    case DatasetChoice::Fortunes: return make_fortunes(train, split);
+    case DatasetChoice::FashionMnist: {
+      const std::string dir = train.data_dir.empty() ? kFashionMnistDir : train.data_dir;
+      // Fashion-MNIST comes with its own held-out set; validation uses it.
+      return std::make_shared<FashionMnistDataset>(dir, split == "train" ? "train" : "test");
+    }
+    case DatasetChoice::Tokens:
+      // The tokenizer made the split; val_fraction is not used here.
+      return std::make_shared<TokenDataset>(token_path(train, split), train.seq_len);
+    case DatasetChoice::Hdf5: return make_hdf5(train, split);
   }
-  if (name == "fashion-mnist") {
-    const std::string dir = train.data_dir.empty() ? kFashionMnistDir : train.data_dir;
-    // Fashion-MNIST comes with its own held-out set; validation uses it.
-    return std::make_shared<FashionMnistDataset>(dir, split == "train" ? "train" : "test");
-  }
-  if (name == "tokens") {
-    // The tokenizer made the split; val_fraction is not used here.
-    return std::make_shared<TokenDataset>(token_path(train, split), train.seq_len);
-  }
-  if (name == "hdf5") return make_hdf5(train, split);
-  MPIACCEL_THROW("dataset '" + name + "' is unknown; accepted: " + kAccepted);
+  MPIACCEL_THROW("unreachable dataset choice");
 }
 
 std::shared_ptr<const Dataset> make_dataset(const std::string& name, const std::string& data_dir,
                                             const std::string& split, int64_t seq_len,
                                             double val_fraction) {
   TrainConfig train;
-  train.dataset = name;
+  train.dataset = choice_named<DatasetChoice>(name, "dataset");
   train.data_dir = data_dir;
   train.seq_len = seq_len;
   train.val_fraction = val_fraction;
@@ -99,14 +100,14 @@ std::shared_ptr<const Dataset> make_dataset(const std::string& name, const std::
 }
 
 int64_t dataset_vocab_size(const TrainConfig& train) {
-  if (train.dataset == "fortunes") return 256;
-  if (train.dataset == "tokens") return TokenFile(token_path(train, "train")).vocab_size();
+  if (train.dataset == DatasetChoice::Fortunes) return 256;
+  if (train.dataset == DatasetChoice::Tokens) return TokenFile(token_path(train, "train")).vocab_size();
   return 0;
 }
 
 void check_model_vocab_size(const TrainConfig& train, int64_t model_vocab_size) {
   const int64_t needed = dataset_vocab_size(train);
-  if (train.dataset == "tokens") {
+  if (train.dataset == DatasetChoice::Tokens) {
     MPIACCEL_CHECK(model_vocab_size >= needed,
                    "[model] vocab_size " + std::to_string(model_vocab_size) +
                        " is smaller than the vocabulary " + std::to_string(needed) + " of " +
@@ -116,7 +117,7 @@ void check_model_vocab_size(const TrainConfig& train, int64_t model_vocab_size) 
     MPIACCEL_CHECK(model_vocab_size >= needed,
                    "[model] vocab_size " + std::to_string(model_vocab_size) +
                        " is smaller than the " + std::to_string(needed) + " symbols of [train] "
-                       "dataset = " + train.dataset + "; set model.vocab_size = " +
+                       "dataset = " + name_of(train.dataset) + "; set model.vocab_size = " +
                        std::to_string(needed));
   }
 }

@@ -32,7 +32,6 @@ ReducerOptions DdpStrategy::reducer_options(const DdpConfig& config, const Preci
   ReducerOptions options;
   options.bucket_bytes =
       std::max<int64_t>(1, static_cast<int64_t>(config.bucket_cap_mb * 1024.0 * 1024.0));
-  options.first_bucket_bytes = int64_t{1} << 20;
   options.find_unused_parameters = config.find_unused_parameters;
   options.gradient_as_bucket_view = config.gradient_as_bucket_view;
   options.static_graph = config.static_graph;

@@ -2,6 +2,7 @@
 // precision (the table is in include/mpiaccel/estimate.hpp).
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpiaccel/error.hpp"
@@ -24,79 +25,87 @@ int64_t shard_elements(const ModelFootprint& model, int world) {
 }
 
 int64_t optimizer_slots(const OptimizerConfig& optimizer) {
-  if (optimizer.name == "adamw" || optimizer.name == "adam") return 2;
-  if (optimizer.name == "sgd") return optimizer.momentum != 0.0 ? 1 : 0;
-  MPIACCEL_THROW("[optimizer] name '" + optimizer.name + "' is unknown to estimate-memory; accepted: adamw, sgd");
+  if (optimizer.name == OptimizerChoice::Sgd) return optimizer.momentum != 0.0 ? 1 : 0;
+  return 2;  // AdamW: exp_avg, exp_avg_sq
 }
 
-MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spec, const std::string& strategy,
-                               bool offload, const std::string& precision, const EstimateSettings& settings) {
+namespace {
+
+// Offloaded, on the host: the fp32 shard (master), its fp32 gradient and the slots.
+void offload_shard(MemoryEstimate& row, int64_t elements, const EstimateSettings& settings) {
+  row.host_param_bytes += kFp32 * elements;
+  row.host_grad_bytes += kFp32 * elements;
+  row.host_optimizer_bytes += settings.optimizer_slots * kFp32 * elements;
+}
+
+// Parameter bytes p and optimizer bytes k per element at the row's precision
+// (the fp32 master rides with the optimizer in mixed precision).
+std::pair<int64_t, int64_t> bytes_per_element(MixedPrecision precision, const EstimateSettings& settings) {
+  if (precision == MixedPrecision::No) return {kFp32, settings.optimizer_slots * kFp32};
+  return {2, kFp32 + settings.optimizer_slots * kFp32};
+}
+
+void count_ddp(MemoryEstimate& row, const ModelFootprint& model, const EstimateSettings& settings, int64_t p,
+               int64_t k) {
+  MPIACCEL_CHECK(!row.offload, "estimate-memory: DDP offloads nothing");
+  MPIACCEL_CHECK(settings.node_shared_ranks >= 1, "estimate-memory: node_shared_ranks must be >= 1");
+  const int64_t own = settings.node_shared_ranks > 1 ? shard_elements(model, settings.node_shared_ranks) : model.params;
+  row.param_bytes = p * own;
+  row.grad_bytes = p * model.params * (settings.gradient_as_bucket_view ? 1 : 2);
+  row.optimizer_bytes = k * own;
+}
+
+void count_zero(MemoryEstimate& row, const ModelFootprint& model, const EstimateSettings& settings, int64_t p,
+                int64_t k) {
+  const int64_t shard = shard_elements(model, settings.world_size);
+  row.param_bytes = p * model.params;
+  row.grad_bytes = row.kind == StrategyKind::Zero1 ? p * model.params : p * shard;
+  if (row.offload) offload_shard(row, shard, settings);
+  else row.optimizer_bytes = k * shard;
+}
+
+void count_fsdp(MemoryEstimate& row, const ModelFootprint& model, const EstimateSettings& settings, int64_t p,
+                int64_t k) {
+  const int64_t shard = shard_elements(model, settings.world_size);
+  // The root stays gathered beside its shard. Around a unit's forward and
+  // backward the largest unit and the prefetched next one are gathered;
+  // without resharding after forward every unit is, from the end of
+  // forward into backward.
+  if (model.units > 0) {
+    row.gathered_bytes = settings.reshard_after_forward ? (model.units > 1 ? 2 : 1) * p * model.largest_unit_params
+                                                        : p * (model.params - model.root_params);
+  }
+  row.param_bytes = p * model.root_params;
+  if (row.offload) {
+    offload_shard(row, shard, settings);
+  } else {
+    row.param_bytes += p * shard;
+    row.grad_bytes = p * shard;
+    row.optimizer_bytes = k * shard;
+  }
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const ModelFootprint& model, const ModelSpec& spec, StrategyKind strategy,
+                               bool offload, MixedPrecision precision, const EstimateSettings& settings) {
   MPIACCEL_CHECK(settings.world_size >= 1, "estimate-memory: the world size must be at least 1");
   MemoryEstimate row;
-  row.strategy = strategy == "zero3" ? "fsdp" : strategy;
+  row.kind = strategy == StrategyKind::Zero3 ? StrategyKind::Fsdp : strategy;
+  row.strategy = strategy_name(row.kind);
   row.offload = offload;
-  row.precision = precision == "no" ? "fp32" : precision;
+  row.mixed_precision = precision;
+  row.precision = precision == MixedPrecision::No ? "fp32" : name_of(precision);
   row.world_size = settings.world_size * settings.tp_size;
   row.tp_size = settings.tp_size;
-  const int n = settings.world_size;
-  const int64_t psi = model.params;
-
-  int64_t p = 0, k = 0;
-  if (row.precision == "fp32") {
-    p = kFp32;
-    k = settings.optimizer_slots * kFp32;
-  } else if (row.precision == "bf16" || row.precision == "fp16") {
-    p = 2;
-    k = kFp32 + settings.optimizer_slots * kFp32;  // the fp32 master rides with the optimizer
-  } else {
-    MPIACCEL_THROW("precision '" + precision + "' is unknown; accepted: fp32 (no), bf16, fp16");
-  }
-  const int64_t g = p;
-  // The largest rank's rows of every parameter (torch.chunk), as the
-  // strategies cut them.
-  const int64_t shard = shard_elements(model, n);
-  // Offloaded, on the host: the fp32 shard (master), its fp32 gradient and the slots.
-  auto offload_shard = [&](MemoryEstimate& r, int64_t elements) {
-    r.host_param_bytes += kFp32 * elements;
-    r.host_grad_bytes += kFp32 * elements;
-    r.host_optimizer_bytes += settings.optimizer_slots * kFp32 * elements;
-  };
-
-  if (row.strategy == "ddp") {
-    MPIACCEL_CHECK(!offload, "estimate-memory: DDP offloads nothing");
-    MPIACCEL_CHECK(settings.node_shared_ranks >= 1, "estimate-memory: node_shared_ranks must be >= 1");
-    const int64_t own = settings.node_shared_ranks > 1 ? shard_elements(model, settings.node_shared_ranks) : psi;
-    row.param_bytes = p * own;
-    row.grad_bytes = g * psi * (settings.gradient_as_bucket_view ? 1 : 2);
-    row.optimizer_bytes = k * own;
-  } else if (row.strategy == "zero1" || row.strategy == "zero2") {
-    row.param_bytes = p * psi;
-    row.grad_bytes = row.strategy == "zero1" ? g * psi : g * shard;
-    if (offload) {
-      offload_shard(row, shard);
-    } else {
-      row.optimizer_bytes = k * shard;
-    }
-  } else if (row.strategy == "fsdp") {
-    // The root stays gathered beside its shard. Around a unit's forward and
-    // backward the largest unit and the prefetched next one are gathered;
-    // without resharding after forward every unit is, from the end of
-    // forward into backward.
-    if (model.units > 0) {
-      row.gathered_bytes = settings.reshard_after_forward
-                               ? (model.units > 1 ? 2 : 1) * p * model.largest_unit_params
-                               : p * (psi - model.root_params);
-    }
-    row.param_bytes = p * model.root_params;
-    if (offload) {
-      offload_shard(row, shard);
-    } else {
-      row.param_bytes += p * shard;
-      row.grad_bytes = g * shard;
-      row.optimizer_bytes = k * shard;
-    }
-  } else {
-    MPIACCEL_THROW("strategy '" + strategy + "' is unknown; accepted: ddp, zero1, zero2, zero3, fsdp");
+  const auto [p, k] = bytes_per_element(precision, settings);
+  switch (row.kind) {
+    case StrategyKind::NoDist:
+    case StrategyKind::Ddp: count_ddp(row, model, settings, p, k); break;
+    case StrategyKind::Zero1:
+    case StrategyKind::Zero2: count_zero(row, model, settings, p, k); break;
+    case StrategyKind::Fsdp:
+    case StrategyKind::Zero3: count_fsdp(row, model, settings, p, k); break;
   }
   ModelSpec shard_spec = spec;  // the positions this rank holds
   shard_spec.block_size = spec.block_size / std::max(1, settings.cp_size);
@@ -132,13 +141,13 @@ std::vector<MemoryEstimate> estimate_all(const Config& config, int world_size) {
                             : config.train.batch_size;
   settings.activation_checkpointing = config.fsdp.activation_checkpointing;
   settings.reshard_after_forward =
-      config.fsdp.reshard_after_forward && config.fsdp.sharding_strategy != "SHARD_GRAD_OP";
+      config.fsdp.reshard_after_forward && config.fsdp.sharding_strategy != ShardingStrategy::ShardGradOp;
   const detail::RowsOf rows_of = [&](const ModelFootprint& model) {
     std::vector<MemoryEstimate> rows;
-    for (const char* precision : {"fp32", "bf16", "fp16"}) {
-      for (const char* strategy : {"ddp", "zero1", "zero2", "fsdp"})
+    for (MixedPrecision precision : {MixedPrecision::No, MixedPrecision::Bf16, MixedPrecision::Fp16}) {
+      for (StrategyKind strategy : {StrategyKind::Ddp, StrategyKind::Zero1, StrategyKind::Zero2, StrategyKind::Fsdp})
         rows.push_back(estimate_memory(model, spec, strategy, false, precision, settings));
-      for (const char* strategy : {"zero1", "zero2", "fsdp"})
+      for (StrategyKind strategy : {StrategyKind::Zero1, StrategyKind::Zero2, StrategyKind::Fsdp})
         rows.push_back(estimate_memory(model, spec, strategy, true, precision, settings));
     }
     return rows;

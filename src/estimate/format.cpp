@@ -40,7 +40,7 @@ std::string grouped(int64_t value) {
 }
 
 std::string row_name(const MemoryEstimate& row) {
-  std::string name = row.strategy == "fsdp" ? "fsdp/zero3" : row.strategy;
+  std::string name = row.kind == StrategyKind::Fsdp ? "fsdp/zero3" : row.strategy;
   return row.offload ? name + "+offload" : name;
 }
 
@@ -73,10 +73,10 @@ std::string format_estimate_table(const Config& config, const ModelFootprint& mo
     if (tp > 1) out << " × tp " << tp << (config.parallelism.sequence_parallel ? ", sequence parallel" : "");
     if (pp > 1)
       out << "; the rows: the rank of the heaviest stage, which holds part of the model, "
-          << config.parallelism.pp_schedule << " keeping its microbatches in flight";
+          << name_of(config.parallelism.pp_schedule) << " keeping its microbatches in flight";
     out << ")";
   }
-  out << ", " << config.optimizer.name << ", batch "
+  out << ", " << name_of(config.optimizer.name) << ", batch "
       << config.train.batch_size;
   if (model_family(model.kind).input == ModelFamily::Input::Tokens) out << " x " << config.train.seq_len << " tokens";
   out << " per rank" << (config.fsdp.activation_checkpointing ? ", activation checkpointing" : "");
@@ -136,7 +136,7 @@ std::string format_estimate_json(const Config& config, const ModelFootprint& mod
       << ", \"units\": " << model.units << "}, \"world_size\": " << (rows.empty() ? 1 : rows.front().world_size)
       << ", \"tp_size\": " << (rows.empty() ? 1 : rows.front().tp_size)
       << ", \"pp_size\": " << (rows.empty() ? 1 : rows.front().pp_size)
-      << ", \"optimizer\": " << json_string(config.optimizer.name) << ", \"batch_size\": " << config.train.batch_size
+      << ", \"optimizer\": " << json_string(name_of(config.optimizer.name)) << ", \"batch_size\": " << config.train.batch_size
       << ", \"seq_len\": " << config.train.seq_len << ", \"activation_checkpointing\": "
       << (config.fsdp.activation_checkpointing ? "true" : "false") << ", \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {

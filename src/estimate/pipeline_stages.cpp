@@ -90,7 +90,7 @@ std::vector<MemoryEstimate> estimate_pipeline(const Config& config, const ModelS
                                               const EstimateSettings& settings, const RowsOf& rows_of) {
   const ParallelismConfig& pc = config.parallelism;
   const std::string& kind = config.train.model;
-  const PipelineScheduleKind schedule = pipeline_schedule_kind(pc.pp_schedule);
+  const PipelineScheduleKind schedule = pc.pp_schedule;
   const int64_t p = pc.pp_size;
   const int64_t v = pc.pp_virtual_stages > 0 ? pc.pp_virtual_stages
                                              : (schedule == PipelineScheduleKind::Interleaved1F1B ? 2 : 1);
@@ -118,7 +118,7 @@ std::vector<MemoryEstimate> estimate_pipeline(const Config& config, const ModelS
     for (MemoryEstimate& row : rows) {
       // A stage-microbatch's activations are those of one of the rank's v stages.
       row.activation_bytes = flights * stage_activations(kind, spec, std::max<int64_t>(1, layers / v), last,
-                                                         microbatch, row.precision == "fp32" ? 4 : 2, settings);
+                                                         microbatch, row.mixed_precision == MixedPrecision::No ? 4 : 2, settings);
       row.pp_size = static_cast<int>(p);
       row.world_size *= static_cast<int>(p);
     }

@@ -82,7 +82,7 @@ FsdpComms make_fsdp_comms(const FsdpConfig& config, std::shared_ptr<Communicator
   FsdpComms comms;
   comms.world = world;
   Grouping g;
-  if (config.sharding_strategy == "HYBRID_SHARD") g = hybrid_grouping(config, *world);
+  if (config.sharding_strategy == ShardingStrategy::HybridShard) g = hybrid_grouping(config, *world);
   // Separate communicators (each with its own thread) for all-gathers and
   // reduce-scatters: each kind keeps its own order, and both run at once.
   comms.gather = world->split(g.shard_color, world->rank());

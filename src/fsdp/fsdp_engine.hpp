@@ -32,14 +32,13 @@
 
 #include "fsdp/fsdp_unit.hpp"
 #include "mpiaccel/comm.hpp"
+#include "mpiaccel/config_choices.hpp"  // BackwardPrefetch
 #include "mpiaccel/unit.hpp"
 #include "grad_sync/grad_sync.hpp"
 #include "grad_sync/offload_copies.hpp"
 #include "runtime/device_streams.hpp"
 
 namespace mpiaccel::detail {
-
-enum class BackwardPrefetch { Pre, Post, None };
 
 struct FsdpOptions {
   bool reshard_after_forward = true;

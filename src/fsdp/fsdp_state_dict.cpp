@@ -97,7 +97,7 @@ ShardedStateDict FsdpStrategy::state_dict(torch::optim::Optimizer& optimizer) {
   const int replica_rank = engine_->comms().replica ? engine_->comms().replica->rank() : 0;
   const int replicas = engine_->comms().replica ? engine_->comms().replica->size() : 1;
   const int rank = comm_->rank(), size = comm_->size();
-  const bool has_step = optimizer_kind(optimizer) != "sgd";
+  const bool has_step = optimizer_type(optimizer) != OptimizerType::Sgd;
   ShardedStateDict dict;
   walk_state(
       *engine_, *model_, optimizer, "FSDP state_dict",
@@ -124,7 +124,7 @@ ShardedStateDict FsdpStrategy::state_dict(torch::optim::Optimizer& optimizer) {
 
 ShardedStateDict FsdpStrategy::load_targets(torch::optim::Optimizer& optimizer) {
   require_prepared("load_targets()");
-  const bool has_step = optimizer_kind(optimizer) != "sgd";
+  const bool has_step = optimizer_type(optimizer) != OptimizerType::Sgd;
   ShardedStateDict targets;
   pending_steps_.clear();
   // A shard's destination is the tensor itself: this rank's whole chunk (every

@@ -40,35 +40,21 @@ std::string describe_units(const std::vector<FsdpUnit>& units, int shard_ranks) 
 }
 
 FsdpOptions options_from(const FsdpConfig& config) {
-  const std::string& sharding = config.sharding_strategy;
-  MPIACCEL_CHECK(sharding == "FULL_SHARD" || sharding == "SHARD_GRAD_OP" ||
-                     sharding == "HYBRID_SHARD",
-                 "[fsdp] sharding_strategy = " + sharding +
-                     " is unknown; accepted: FULL_SHARD|SHARD_GRAD_OP|HYBRID_SHARD");
-  MPIACCEL_CHECK(config.hybrid_group_size >= 0, "[fsdp] hybrid_group_size must be >= 0");
-  MPIACCEL_CHECK(config.state_dict_type == "SHARDED_STATE_DICT" ||
-                     config.state_dict_type == "FULL_STATE_DICT",
-                 "[fsdp] state_dict_type = " + config.state_dict_type +
-                     " is unknown; accepted: SHARDED_STATE_DICT|FULL_STATE_DICT");
   // [fsdp] activation_checkpointing is installed by the Accelerator around
   // FSDP's own unit interceptor (src/recompute), not here.
   FsdpOptions options;
   options.quantized_weights = config.quantized_weights;
   options.quantized_gradients = config.quantized_gradients;
-  MPIACCEL_CHECK(config.secondary_partition_size == 1 || (sharding == "FULL_SHARD" && config.reshard_after_forward),
+  MPIACCEL_CHECK(config.secondary_partition_size == 1 ||
+                     (config.sharding_strategy == ShardingStrategy::FullShard && config.reshard_after_forward),
                  "[fsdp] secondary_partition_size (ZeRO++ hpZ) keeps a second shard for backward when forward "
                  "frees the gathered parameters: it needs sharding_strategy = FULL_SHARD and "
                  "reshard_after_forward = true; set secondary_partition_size = 1 otherwise");
   // SHARD_GRAD_OP is FSDP1's name for keeping parameters from forward to backward.
-  options.reshard_after_forward = sharding != "SHARD_GRAD_OP" && config.reshard_after_forward;
+  options.reshard_after_forward =
+      config.sharding_strategy != ShardingStrategy::ShardGradOp && config.reshard_after_forward;
   options.forward_prefetch = config.forward_prefetch;
-  const std::string& prefetch = config.backward_prefetch;
-  if (prefetch == "BACKWARD_PRE") options.backward_prefetch = BackwardPrefetch::Pre;
-  else if (prefetch == "BACKWARD_POST") options.backward_prefetch = BackwardPrefetch::Post;
-  else if (prefetch == "NO_PREFETCH") options.backward_prefetch = BackwardPrefetch::None;
-  else
-    MPIACCEL_THROW("[fsdp] backward_prefetch = " + prefetch +
-                   " is unknown; accepted: BACKWARD_PRE|BACKWARD_POST|NO_PREFETCH");
+  options.backward_prefetch = config.backward_prefetch;
   return options;
 }
 

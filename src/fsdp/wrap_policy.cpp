@@ -59,58 +59,72 @@ std::string module_classes(const torch::nn::Module& model) {
   return text;
 }
 
-std::vector<PlannedUnit> plan_units(torch::nn::Module& model, const FsdpConfig& config) {
-  const std::string& policy = config.auto_wrap_policy;
+namespace {
+
+// The modules of the classes transformer_layer_cls_to_wrap names (or the
+// bundled model's unit classes).
+std::unordered_set<const torch::nn::Module*> picked_by_class(torch::nn::Module& model, const FsdpConfig& config) {
   std::unordered_set<const torch::nn::Module*> picked;
-  if (policy == "NO_WRAP") {
-    return {};
-  } else if (policy == "TRANSFORMER_BASED_WRAP") {
-    const std::vector<std::string> wanted = units_to_wrap(model, config.transformer_layer_cls_to_wrap);
-    MPIACCEL_CHECK(!wanted.empty(),
-                   "[fsdp] auto_wrap_policy = TRANSFORMER_BASED_WRAP needs "
-                   "transformer_layer_cls_to_wrap (module class names, comma-separated) for a model "
-                   "that is not a bundled one; "
-                   "the model's module classes are: " + module_classes(model));
-    std::map<std::string, int> found;
-    for (const std::string& w : wanted) found[w] = 0;
-    for (const auto& item : model.named_modules("", /*include_self=*/false)) {
-      auto it = found.find(item.value()->name());
-      if (it == found.end()) continue;
-      ++it->second;
-      picked.insert(item.value().get());
+  const std::vector<std::string> wanted = units_to_wrap(model, config.transformer_layer_cls_to_wrap);
+  MPIACCEL_CHECK(!wanted.empty(),
+                 "[fsdp] auto_wrap_policy = TRANSFORMER_BASED_WRAP needs "
+                 "transformer_layer_cls_to_wrap (module class names, comma-separated) for a model "
+                 "that is not a bundled one; "
+                 "the model's module classes are: " + module_classes(model));
+  std::map<std::string, int> found;
+  for (const std::string& w : wanted) found[w] = 0;
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    auto it = found.find(item.value()->name());
+    if (it == found.end()) continue;
+    ++it->second;
+    picked.insert(item.value().get());
+  }
+  for (const auto& [cls, count] : found)
+    MPIACCEL_CHECK(count > 0, "[fsdp] transformer_layer_cls_to_wrap names class '" + cls +
+                                  "', which no module of the model has; the model's module "
+                                  "classes are: " + module_classes(model) +
+                                  " (the name is Module::name(), the string a module passes "
+                                  "to torch::nn::Module's constructor)");
+  return picked;
+}
+
+// The smallest modules of at least min_num_params, each moved up to the
+// largest parent that holds no more.
+std::unordered_set<const torch::nn::Module*> picked_by_size(torch::nn::Module& model, const FsdpConfig& config) {
+  std::unordered_set<const torch::nn::Module*> picked;
+  MPIACCEL_CHECK(config.min_num_params >= 1, "[fsdp] min_num_params must be >= 1");
+  SizePolicy size{config.min_num_params, {}};
+  size.visit(model, true);
+  // Parent of every module, to move a choice up to an identical parent.
+  std::unordered_map<const torch::nn::Module*, torch::nn::Module*> parent;
+  for (const auto& m : model.modules(/*include_self=*/true))
+    for (const auto& child : m->children()) parent[child.get()] = m.get();
+  for (torch::nn::Module* m : size.chosen) {
+    const int64_t numel = subtree_numel(*m);
+    auto it = parent.find(m);
+    while (it != parent.end() && it->second != &model && subtree_numel(*it->second) == numel &&
+           !picked.count(it->second)) {
+      m = it->second;
+      it = parent.find(m);
     }
-    for (const auto& [cls, count] : found)
-      MPIACCEL_CHECK(count > 0, "[fsdp] transformer_layer_cls_to_wrap names class '" + cls +
-                                    "', which no module of the model has; the model's module "
-                                    "classes are: " + module_classes(model) +
-                                    " (the name is Module::name(), the string a module passes "
-                                    "to torch::nn::Module's constructor)");
-  } else if (policy == "SIZE_BASED_WRAP") {
-    MPIACCEL_CHECK(config.min_num_params >= 1, "[fsdp] min_num_params must be >= 1");
-    SizePolicy size{config.min_num_params, {}};
-    size.visit(model, true);
-    // Parent of every module, to move a choice up to an identical parent.
-    std::unordered_map<const torch::nn::Module*, torch::nn::Module*> parent;
-    for (const auto& m : model.modules(/*include_self=*/true))
-      for (const auto& child : m->children()) parent[child.get()] = m.get();
-    for (torch::nn::Module* m : size.chosen) {
-      const int64_t numel = subtree_numel(*m);
-      auto it = parent.find(m);
-      while (it != parent.end() && it->second != &model && subtree_numel(*it->second) == numel &&
-             !picked.count(it->second)) {
-        m = it->second;
-        it = parent.find(m);
-      }
-      picked.insert(m);
-    }
-    if (picked.empty())
-      log_warn("FSDP: SIZE_BASED_WRAP with min_num_params = " +
-               std::to_string(config.min_num_params) +
-               " picks no module (the largest holds fewer parameters); the whole model is "
-               "one unit, as with NO_WRAP");
-  } else {
-    MPIACCEL_THROW("[fsdp] auto_wrap_policy = " + policy +
-                   " is unknown; accepted: TRANSFORMER_BASED_WRAP|SIZE_BASED_WRAP|NO_WRAP");
+    picked.insert(m);
+  }
+  if (picked.empty())
+    log_warn("FSDP: SIZE_BASED_WRAP with min_num_params = " +
+             std::to_string(config.min_num_params) +
+             " picks no module (the largest holds fewer parameters); the whole model is "
+             "one unit, as with NO_WRAP");
+  return picked;
+}
+
+}  // namespace
+
+std::vector<PlannedUnit> plan_units(torch::nn::Module& model, const FsdpConfig& config) {
+  std::unordered_set<const torch::nn::Module*> picked;
+  switch (config.auto_wrap_policy) {
+    case WrapPolicy::NoWrap: return {};
+    case WrapPolicy::TransformerBasedWrap: picked = picked_by_class(model, config); break;
+    case WrapPolicy::SizeBasedWrap: picked = picked_by_size(model, config); break;
   }
   std::vector<PlannedUnit> units;
   for (const auto& item : model.named_modules("", /*include_self=*/false))

@@ -87,6 +87,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
       comm_(std::move(comm)),
       options_(options),
       hook_(options_.hook ? options_.hook : make_all_reduce_hook()) {
+  MPIACCEL_CHECK(options_.bucket_bytes > 0, "Reducer: bucket_bytes must be set (> 0)");
   for (const at::Tensor& p : grad_params()) param_impls_.insert(p.unsafeGetTensorImpl());
   infos_ = grad_infos(grad_params());
   untouched_.assign(infos_.size(), 0);

@@ -51,9 +51,15 @@
 
 namespace mpiaccel::detail {
 
+/// The first bucket of DDP and ZeRO (1 MiB, as PyTorch's DDP): small, so
+/// its reduction starts early in backward.
+constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;
+
 struct ReducerOptions {
-  int64_t first_bucket_bytes = int64_t{1} << 20;
-  int64_t bucket_bytes = int64_t{25} << 20;
+  int64_t first_bucket_bytes = kFirstBucketBytes;
+  /// The other buckets: [ddp] bucket_cap_mb or [zero] reduce_bucket_mb (the
+  /// config holds the default); the Reducer refuses 0.
+  int64_t bucket_bytes = 0;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = true;
   bool static_graph = false;

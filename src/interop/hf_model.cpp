@@ -173,7 +173,7 @@ std::vector<std::string> export_hf_model(const CheckpointReader& reader, const s
   write_text(fs::path(dir) / "config.json", hf_config.dump(2) + "\n");
   written.push_back("config.json");
   const fs::path tokenizer = fs::path(config.train.data_dir) / "tokenizer.model";
-  if (config.train.dataset != "tokens") return written;
+  if (config.train.dataset != DatasetChoice::Tokens) return written;
   if (!fs::exists(tokenizer)) {
     log_warn("the run trained on token files but " + tokenizer.string() + " is not there (a data_dir relative to "
              "where it ran?): the export has no tokenizer; run the export from that directory");

@@ -16,7 +16,7 @@ std::string n(int64_t v) { return std::to_string(v); }
 // config does not ask for them.
 int64_t hybrid_group(const Config& config, int64_t world, int64_t ranks_per_node) {
   if (!shards_parameters(config) || strategy_kind(config) == StrategyKind::Zero3 ||
-      config.fsdp.sharding_strategy != "HYBRID_SHARD")
+      config.fsdp.sharding_strategy != ShardingStrategy::HybridShard)
     return 0;
   MPIACCEL_CHECK(config.fsdp.hybrid_group_size > 0 || ranks_per_node > 0,
                  "[fsdp] HYBRID_SHARD with hybrid_group_size = 0 shards inside each node, but the nodes "

@@ -45,11 +45,11 @@ void tensor_parallelize(Model& model, std::shared_ptr<Communicator> group, bool 
   text->parallelize(std::move(group), sequence_parallel);
 }
 
-void context_parallelize(Model& model, std::shared_ptr<Communicator> group, const std::string& exchange) {
+void context_parallelize(Model& model, std::shared_ptr<Communicator> group, CpCommStrategy exchange) {
   auto* text = dynamic_cast<detail::TextModel*>(&model);
   MPIACCEL_CHECK(text != nullptr, "context parallelism splits the sequence of the bundled text models, not of a " +
                                       model.kind() + "; a model of your own calls cp::causal_attention");
-  text->context_parallelize(std::move(group), cp::exchange_named(exchange));
+  text->context_parallelize(std::move(group), exchange);
 }
 
 at::Tensor whole_logits(Model& model, const at::Tensor& tokens) {

@@ -146,7 +146,7 @@ Pipeline::Pipeline(PipelineOptions options, std::shared_ptr<torch::nn::Module> m
   // order circular (rank 0 sends twice before it receives what rank 1 sends
   // before receiving its second), which can deadlock once messages outgrow
   // NCCL's buffers.
-  MPIACCEL_CHECK(s.kind != PipelineScheduleKind::Interleaved1F1B || s.pp->backend() != "nccl",
+  MPIACCEL_CHECK(s.kind != PipelineScheduleKind::Interleaved1F1B || s.pp->backend() != Backend::Nccl,
                  "[parallelism] pp_schedule = interleaved_1f1b does not run over NCCL yet (its wrap-around "
                  "messages can deadlock on one stream); use pp_schedule = 1f1b or zb_h1, or [distributed] "
                  "backend = mpi");

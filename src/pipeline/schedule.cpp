@@ -104,14 +104,6 @@ std::vector<PipelineAction> zero_bubble_h1(int64_t rank, int64_t ranks, int64_t 
 
 }  // namespace
 
-PipelineScheduleKind pipeline_schedule_kind(const std::string& name) {
-  if (name == "gpipe") return PipelineScheduleKind::GPipe;
-  if (name == "1f1b") return PipelineScheduleKind::OneFOneB;
-  if (name == "interleaved_1f1b") return PipelineScheduleKind::Interleaved1F1B;
-  if (name == "zb_h1") return PipelineScheduleKind::ZeroBubbleH1;
-  MPIACCEL_THROW("[parallelism] pp_schedule = " + name + " is unknown; accepted: gpipe|1f1b|interleaved_1f1b|zb_h1");
-}
-
 std::vector<PipelineAction> pipeline_schedule(PipelineScheduleKind kind, int64_t rank, int64_t ranks,
                                               int64_t virtual_stages, int64_t microbatches) {
   MPIACCEL_CHECK(ranks >= 1 && rank >= 0 && rank < ranks && microbatches >= 1,

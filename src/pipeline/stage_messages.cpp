@@ -55,7 +55,7 @@ void StageMessages::send(const at::Tensor& tensor, int peer, int64_t tag, const 
   const std::string name = what_ + " " + between;
   // Checked before the header goes out, so the peer is not left waiting for a payload.
   const int64_t bytes = payload.numel() * static_cast<int64_t>(payload.element_size());
-  MPIACCEL_CHECK(comm_->backend() != "mpi" || bytes <= INT_MAX,
+  MPIACCEL_CHECK(comm_->backend() != Backend::Mpi || bytes <= INT_MAX,
                  "pipeline parallelism: the " + name + " are " + std::to_string(bytes) +
                      " bytes, more than one MPI message carries (2 GiB); use more microbatches");
   sends_.push_back(comm_->send_async(header, peer, tag_of(tag), name + " (header)"));

@@ -3,6 +3,7 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <optional>
 #include <string>
 
 #include "mpiaccel/error.hpp"
@@ -10,13 +11,25 @@
 #include "runtime/torch_compat.hpp"
 
 namespace mpiaccel {
+namespace {
+
+std::optional<at::Device> device_named(const std::string& name) {
+  try {
+    return at::Device(name);
+  } catch (const c10::Error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
 
 AutocastGuard::AutocastGuard(const std::string& device, at::ScalarType dtype) {
   if (dtype == at::kFloat) return;
   MPIACCEL_CHECK(dtype == at::kBFloat16 || dtype == at::kHalf,
                  "autocast computes in bf16 or fp16, not " + precision_dtype_name(dtype));
-  cuda_ = device.rfind("cuda", 0) == 0;
-  MPIACCEL_CHECK(cuda_ || device == "cpu", "autocast: device '" + device + "' is neither cpu nor cuda[:N]");
+  const std::optional<at::Device> where = device_named(device);
+  cuda_ = where && where->is_cuda();
+  MPIACCEL_CHECK(cuda_ || (where && where->is_cpu()), "autocast: device '" + device + "' is neither cpu nor cuda[:N]");
   if (!cuda_) {
     // CPU autocast in 1.13 lowers to bf16 only, and fp16 matmuls have no CPU
     // kernels at all (LibTorch 1.13 has no CPU Half addmm).

@@ -11,14 +11,15 @@
 namespace mpiaccel {
 namespace {
 
-// An override of one dtype: "auto" keeps what mixed_precision chose.
-at::ScalarType resolve(const std::string& key, const std::string& value, at::ScalarType chosen) {
-  if (value.empty() || value == "auto") return chosen;
-  try {
-    return parse_precision_dtype(value);
-  } catch (const Error&) {
-    MPIACCEL_THROW("[distributed] " + key + " = '" + value + "' is not a dtype; accepted: auto, fp32, bf16, fp16");
+// An override of one dtype: auto keeps what mixed_precision chose.
+at::ScalarType resolve(DtypeChoice value, at::ScalarType chosen) {
+  switch (value) {
+    case DtypeChoice::Auto: return chosen;
+    case DtypeChoice::Fp32: return at::kFloat;
+    case DtypeChoice::Bf16: return at::kBFloat16;
+    case DtypeChoice::Fp16: return at::kHalf;
   }
+  return chosen;
 }
 
 }  // namespace
@@ -53,20 +54,13 @@ at::ScalarType parse_precision_dtype(const std::string& name) {
 PrecisionPolicy PrecisionPolicy::from_config(const DistributedConfig& config) {
   PrecisionPolicy policy;
   policy.mixed_precision = config.mixed_precision;
-  at::ScalarType base = at::kFloat;
-  if (config.mixed_precision == "bf16") {
-    base = at::kBFloat16;
-  } else if (config.mixed_precision == "fp16") {
-    base = at::kHalf;
-  } else {
-    MPIACCEL_CHECK(config.mixed_precision == "no" || config.mixed_precision.empty(),
-                   "[distributed] mixed_precision = '" + config.mixed_precision +
-                       "' is unknown; accepted: no, bf16, fp16");
-  }
+  const at::ScalarType base = config.mixed_precision == MixedPrecision::Bf16   ? at::kBFloat16
+                              : config.mixed_precision == MixedPrecision::Fp16 ? at::kHalf
+                                                                                : at::kFloat;
   // Like Accelerate's FSDP plugin: one mixed_precision value sets all three.
-  policy.param_dtype = resolve("param_dtype", config.param_dtype, base);
-  policy.reduce_dtype = resolve("reduce_dtype", config.reduce_dtype, base);
-  policy.buffer_dtype = resolve("buffer_dtype", config.buffer_dtype, base);
+  policy.param_dtype = resolve(config.param_dtype, base);
+  policy.reduce_dtype = resolve(config.reduce_dtype, base);
+  policy.buffer_dtype = resolve(config.buffer_dtype, base);
   return policy;
 }
 

@@ -46,14 +46,6 @@ const char* level_tag(LogLevel level) {
 
 }  // namespace
 
-LogLevel parse_log_level(const std::string& name) {
-  if (name == "debug") return LogLevel::Debug;
-  if (name == "info") return LogLevel::Info;
-  if (name == "warn") return LogLevel::Warn;
-  if (name == "error") return LogLevel::Error;
-  MPIACCEL_THROW("unknown log level '" + name + "'; accepted: debug|info|warn|error");
-}
-
 void set_log_identity(int rank, int world_size, const std::string& host) {
   auto& id = identity();
   id.rank = rank;

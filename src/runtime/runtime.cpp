@@ -45,7 +45,7 @@ void choose_safe_mpi_io_defaults() { setenv("OMPI_MCA_fcoll", "dynamic_gen2", /*
 void prefer_yielding_mpi_waits() { setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0); }
 
 void apply_log_level_from_environment() {
-  if (const char* level = std::getenv("MPIACCEL_LOG_LEVEL")) set_log_level(parse_log_level(level));
+  if (const char* level = std::getenv("MPIACCEL_LOG_LEVEL")) set_log_level(choice_named<LogLevel>(level, "MPIACCEL_LOG_LEVEL"));
 }
 
 }  // namespace
@@ -128,8 +128,8 @@ void Runtime::set_device_options(const RuntimeOptions& options) {
   options_ = options;
   device_error_.clear();
   try {
-    const int usable = options_.device == "cpu" ? 0 : visible_gpus_;
-    MPIACCEL_CHECK(options_.device != "cuda" || usable > 0,
+    const int usable = options_.device == DevicePreference::Cpu ? 0 : visible_gpus_;
+    MPIACCEL_CHECK(options_.device != DevicePreference::Cuda || usable > 0,
                    "[distributed] device = cuda but no CUDA device is visible to this rank "
                    "(CUDA_VISIBLE_DEVICES, --gpus-per-task?)");
     device_ = choose_device(local_rank_, local_size_, usable, options_.allow_gpu_sharing);

@@ -87,19 +87,28 @@ std::string number(double value) {
 
 }  // namespace
 
-std::string optimizer_kind(const Optimizer& optimizer) {
-  if (dynamic_cast<const AdamW*>(&optimizer)) return "adamw";
-  if (dynamic_cast<const Adam*>(&optimizer)) return "adam";
-  if (dynamic_cast<const SGD*>(&optimizer)) return "sgd";
+OptimizerType optimizer_type(const Optimizer& optimizer) {
+  if (dynamic_cast<const AdamW*>(&optimizer)) return OptimizerType::AdamW;
+  if (dynamic_cast<const Adam*>(&optimizer)) return OptimizerType::Adam;
+  if (dynamic_cast<const SGD*>(&optimizer)) return OptimizerType::Sgd;
   MPIACCEL_THROW("optimizer state: unsupported optimizer type (supported: torch::optim::AdamW, "
                  "Adam, SGD)");
 }
 
+std::string optimizer_kind(const Optimizer& optimizer) {
+  switch (optimizer_type(optimizer)) {
+    case OptimizerType::AdamW: return "adamw";
+    case OptimizerType::Adam: return "adam";
+    case OptimizerType::Sgd: return "sgd";
+  }
+  return "?";
+}
+
 std::vector<OptimizerSlot> optimizer_slots(Optimizer& optimizer, const at::Tensor& param,
                                            bool create_missing) {
-  const std::string kind = optimizer_kind(optimizer);
-  if (kind == "adamw") return adam_slots<AdamWParamState, AdamWOptions>(optimizer, param, create_missing);
-  if (kind == "adam") return adam_slots<AdamParamState, AdamOptions>(optimizer, param, create_missing);
+  const OptimizerType kind = optimizer_type(optimizer);
+  if (kind == OptimizerType::AdamW) return adam_slots<AdamWParamState, AdamWOptions>(optimizer, param, create_missing);
+  if (kind == OptimizerType::Adam) return adam_slots<AdamParamState, AdamOptions>(optimizer, param, create_missing);
   const auto& options = static_cast<const SGDOptions&>(group_of(optimizer, param).options());
   if (options.momentum() == 0) return {};  // SGD without momentum keeps no state
   SGDParamState* state = find_state<SGDParamState>(optimizer, param);
@@ -114,12 +123,12 @@ std::vector<OptimizerSlot> optimizer_slots(Optimizer& optimizer, const at::Tenso
 }
 
 int64_t optimizer_param_step(const Optimizer& optimizer, const at::Tensor& param) {
-  const std::string kind = optimizer_kind(optimizer);
-  if (kind == "adamw") {
+  const OptimizerType kind = optimizer_type(optimizer);
+  if (kind == OptimizerType::AdamW) {
     const auto* state = find_state<AdamWParamState>(optimizer, param);
     return state ? state->step() : 0;
   }
-  if (kind == "adam") {
+  if (kind == OptimizerType::Adam) {
     const auto* state = find_state<AdamParamState>(optimizer, param);
     return state ? state->step() : 0;
   }
@@ -127,9 +136,9 @@ int64_t optimizer_param_step(const Optimizer& optimizer, const at::Tensor& param
 }
 
 void set_optimizer_param_step(Optimizer& optimizer, const at::Tensor& param, int64_t step) {
-  const std::string kind = optimizer_kind(optimizer);
-  if (kind == "adamw") set_adam_step<AdamWParamState>(optimizer, param, step);
-  if (kind == "adam") set_adam_step<AdamParamState>(optimizer, param, step);
+  const OptimizerType kind = optimizer_type(optimizer);
+  if (kind == OptimizerType::AdamW) set_adam_step<AdamWParamState>(optimizer, param, step);
+  if (kind == OptimizerType::Adam) set_adam_step<AdamParamState>(optimizer, param, step);
 }
 
 int64_t optimizer_step(const Optimizer& optimizer) {
@@ -141,13 +150,13 @@ int64_t optimizer_step(const Optimizer& optimizer) {
 }
 
 std::map<std::string, std::string> optimizer_attributes(const Optimizer& optimizer) {
-  const std::string kind = optimizer_kind(optimizer);
-  std::map<std::string, std::string> out{{"optimizer", kind},
+  const OptimizerType kind = optimizer_type(optimizer);
+  std::map<std::string, std::string> out{{"optimizer", optimizer_kind(optimizer)},
                                          {"optimizer.step", std::to_string(optimizer_step(optimizer))}};
   const auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
     const std::string prefix = "optimizer.group" + std::to_string(g) + ".";
-    if (kind == "adamw" || kind == "adam") {
+    if (kind != OptimizerType::Sgd) {
       // Same fields in both option types.
       auto put = [&](const auto& o) {
         out[prefix + "lr"] = number(o.lr());
@@ -157,7 +166,7 @@ std::map<std::string, std::string> optimizer_attributes(const Optimizer& optimiz
         out[prefix + "weight_decay"] = number(o.weight_decay());
         out[prefix + "amsgrad"] = o.amsgrad() ? "true" : "false";
       };
-      if (kind == "adamw") put(static_cast<const AdamWOptions&>(groups[g].options()));
+      if (kind == OptimizerType::AdamW) put(static_cast<const AdamWOptions&>(groups[g].options()));
       else put(static_cast<const AdamOptions&>(groups[g].options()));
     } else {
       const auto& o = static_cast<const SGDOptions&>(groups[g].options());

@@ -18,7 +18,11 @@ class Optimizer;
 
 namespace mpiaccel {
 
-/// "adamw", "adam" or "sgd"; throws mpiaccel::Error for other optimizers.
+/// The torch::optim class of an optimizer whose state we describe (ours
+/// derive from AdamW and SGD); throws mpiaccel::Error for other optimizers.
+enum class OptimizerType { AdamW, Adam, Sgd };
+OptimizerType optimizer_type(const torch::optim::Optimizer& optimizer);
+/// Its name in checkpoints' attributes: "adamw", "adam" or "sgd".
 std::string optimizer_kind(const torch::optim::Optimizer& optimizer);
 
 struct OptimizerSlot {

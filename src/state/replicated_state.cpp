@@ -99,7 +99,7 @@ ShardedStateDict replicated_state_dict(const torch::nn::Module& model,
   ShardedStateDict dict;
   add_model_rows(dict, model, rank, size, ownership);
   const auto names = names_by_impl(model);
-  const bool has_step = optimizer_kind(optimizer) != "sgd";
+  const bool has_step = optimizer_type(optimizer) != OptimizerType::Sgd;
   for (const auto& group : optimizer.param_groups())
     for (const at::Tensor& p : group.params()) {
       const std::string& fqn = name_of(names, p);
@@ -121,7 +121,7 @@ ReplicatedLoad replicated_load_targets(torch::nn::Module& model, torch::optim::O
   ReplicatedLoad load;
   add_model_targets(load.targets, model, 0, 1);
   const auto names = names_by_impl(model);
-  const bool has_step = optimizer_kind(optimizer) != "sgd";
+  const bool has_step = optimizer_type(optimizer) != OptimizerType::Sgd;
   for (const auto& group : optimizer.param_groups())
     for (const at::Tensor& p : group.params()) {
       const std::string& fqn = name_of(names, p);

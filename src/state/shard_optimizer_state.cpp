@@ -53,7 +53,7 @@ void RowShardedParams::repoint_optimizer(torch::optim::Optimizer& optimizer, con
 
 void add_shard_optimizer_state(ShardedStateDict& dict, torch::optim::Optimizer& optimizer,
                                const RowShardedParams& sharded, int rank, int world, bool writes) {
-  const bool has_step = optimizer_kind(optimizer) != "sgd";
+  const bool has_step = optimizer_type(optimizer) != OptimizerType::Sgd;
   // A rank that does not write still names every tensor (creation is
   // collective), with no rows.
   const auto rows_of = [writes](RowRange range, const at::Tensor& local) {
@@ -81,7 +81,7 @@ void add_shard_optimizer_state(ShardedStateDict& dict, torch::optim::Optimizer& 
 
 PendingSteps add_shard_optimizer_targets(ShardedStateDict& dict, torch::optim::Optimizer& optimizer,
                                          const RowShardedParams& sharded, int rank) {
-  const bool has_step = optimizer_kind(optimizer) != "sgd";
+  const bool has_step = optimizer_type(optimizer) != OptimizerType::Sgd;
   PendingSteps steps;
   for (size_t i = 0; i < sharded.params.size(); ++i) {
     if (!sharded.in_optimizer[i]) continue;

@@ -63,9 +63,9 @@ BuiltinModel builtin_model(const std::string& kind) {
 // why. The answer is the same on every rank (config and model kind only).
 bool deferred_init_allowed(const Config& config, std::string& why_not) {
   if (!shards_parameters(config) || !config.fsdp.cpu_ram_efficient_loading) return false;
-  const std::string& policy = config.fsdp.auto_wrap_policy;
-  if (policy == "NO_WRAP") return true;
-  if (policy == "TRANSFORMER_BASED_WRAP") {
+  const WrapPolicy policy = config.fsdp.auto_wrap_policy;
+  if (policy == WrapPolicy::NoWrap) return true;
+  if (policy == WrapPolicy::TransformerBasedWrap) {
     const std::vector<std::string> runs = model_unit_classes(config.train.model);
     const std::string& configured = config.fsdp.transformer_layer_cls_to_wrap;
     for (const std::string& cls : configured.empty() ? runs : split_list(configured))
@@ -75,7 +75,7 @@ bool deferred_init_allowed(const Config& config, std::string& why_not) {
       }
     return true;
   }
-  why_not = "auto_wrap_policy = " + policy + " may pick modules the model does not run through units().run";
+  why_not = "auto_wrap_policy = " + name_of(policy) + " may pick modules the model does not run through units().run";
   return false;
 }
 
@@ -161,7 +161,7 @@ std::string continue_text(Accelerator& acc, Model& model, const std::string& pro
                           const GenerateOptions& options) {
   const TrainConfig& tc = acc.config().train;
   const std::string model_file = tc.data_dir + "/tokenizer.model";
-  if (tc.dataset != "tokens" || !std::filesystem::exists(model_file))
+  if (tc.dataset != DatasetChoice::Tokens || !std::filesystem::exists(model_file))
     return printable(generate(model, prompt, options));
   // Token files made by `mpiaccel data tokenize`: through their tokenizer.
   // A [model] vocab_size above the tokenizer's can sample ids it has no piece for.
@@ -196,7 +196,7 @@ TrainResult train(Accelerator& acc) {
   // The parameters this rank holds: its tensor-parallel slices and its
   // pipeline stages (FSDP's shards count whole).
   acc.print("mpiaccel train: " + tc.model + " (" + std::to_string(parameter_count(*model)) +
-            " parameters) on " + tc.dataset);
+            " parameters) on " + name_of(tc.dataset));
 
   Trainer trainer(acc, as_module(model), [m = model.get()](const at::Tensor& x) { return m->forward(x); });
   trainer.loss([m = model.get()](const at::Tensor& out, const at::Tensor& y) { return m->loss(out, y); })

@@ -41,10 +41,10 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-Progress::Progress(const std::string& mode, bool enabled) {
-  if (!enabled || mode == "off") return;
+Progress::Progress(ProgressMode mode, bool enabled) {
+  if (!enabled || mode == ProgressMode::Off) return;
   bool tty = output_reaches_a_terminal();
-  bar_ = mode == "bar" || (mode == "auto" && tty);
+  bar_ = mode == ProgressMode::Bar || (mode == ProgressMode::Auto && tty);
   lines_ = !bar_;
 }
 

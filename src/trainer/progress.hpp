@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "mpiaccel/config_choices.hpp"
+
 namespace mpiaccel::detail {
 
 struct ProgressState {
@@ -23,7 +25,7 @@ class Progress {
  public:
   /// `mode` from [logging] progress; `enabled` false (ranks other than 0)
   /// prints nothing.
-  Progress(const std::string& mode, bool enabled);
+  Progress(ProgressMode mode, bool enabled);
   /// Called after every optimizer step; draws the bar, or prints a line when
   /// `log_line` is true in line mode.
   void update(const ProgressState& state, bool log_line);

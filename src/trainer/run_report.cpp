@@ -8,24 +8,6 @@
 
 namespace mpiaccel::detail {
 
-ReportTargets report_targets(const std::string& report_to) {
-  ReportTargets targets;
-  const std::vector<std::string> items = split_list(report_to);
-  for (const std::string& item : items) {
-    const bool alone = items.size() == 1;
-    if (item == "jsonl") targets.jsonl = true;
-    else if (item == "tensorboard") targets.tensorboard = true;
-    else if (alone && item == "all") targets.jsonl = targets.tensorboard = true;
-    else if (alone && item == "none") continue;
-    else
-      throw ConfigError("[logging] report_to: '" + item + "' is unknown" +
-                            (item == "all" || item == "none" ? " beside other names" : "") +
-                            "; accepted: a list of jsonl and tensorboard, or all, or none",
-                        __FILE__, __LINE__);
-  }
-  return targets;
-}
-
 std::string tensorboard_tag(const std::string& key) {
   if (key == "elapsed_s") return "";
   if (key == "lr") return "train/learning_rate";
@@ -35,7 +17,7 @@ std::string tensorboard_tag(const std::string& key) {
 }
 
 RunReport::RunReport(const LoggingConfig& logging, bool main_process)
-    : targets_(report_targets(logging.report_to)), jsonl_(logging.metrics_file, main_process && targets_.jsonl) {
+    : targets_(report_targets(logging)), jsonl_(logging.metrics_file, main_process && targets_.jsonl) {
   if (!main_process || !targets_.tensorboard) return;
   MPIACCEL_CHECK(!logging.logging_dir.empty(), "[logging] report_to names tensorboard and logging_dir is empty; "
                                                "set logging_dir to the event files' directory");

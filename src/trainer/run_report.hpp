@@ -16,14 +16,6 @@
 
 namespace mpiaccel::detail {
 
-/// The destinations `report_to` names: "jsonl", "tensorboard" (a list), "all"
-/// or "none". Throws ConfigError naming an unknown one.
-struct ReportTargets {
-  bool jsonl = false;
-  bool tensorboard = false;
-};
-ReportTargets report_targets(const std::string& report_to);
-
 /// TensorBoard's tag of a metrics-file key: the Trainer's names, train/loss,
 /// train/learning_rate, train/grad_norm, eval/loss, eval/<metric> for val_<metric>;
 /// "" for elapsed_s (TensorBoard keeps each event's wall time).

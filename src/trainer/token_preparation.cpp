@@ -54,7 +54,7 @@ std::string tokenize_on_main(Accelerator& acc) {
 void prepare_token_files(Accelerator& acc) {
   const TrainConfig& tc = acc.config().train;
   if (tc.tokenize_from.empty()) return;
-  MPIACCEL_CHECK(tc.dataset == "tokens", "[train] tokenize_from makes token files, for dataset = tokens; "
+  MPIACCEL_CHECK(tc.dataset == DatasetChoice::Tokens, "[train] tokenize_from makes token files, for dataset = tokens; "
                                          "set [train] dataset = tokens or remove tokenize_from");
   MPIACCEL_CHECK(!tc.data_dir.empty(), "[train] tokenize_from needs [train] data_dir: the directory "
                                        "its token files go to");

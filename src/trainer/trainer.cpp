@@ -387,7 +387,7 @@ TrainResult Trainer::train() {
              " over its data-parallel ranks");
   acc_.print("training on " + std::to_string(train_data_->size()) + " samples, strategy " +
              acc_.strategy().name() + " on " + std::to_string(acc_.world_size()) + " rank(s) (" +
-             acc_.device() + ", " + acc_.comm().backend() + "), global batch " +
+             acc_.device() + ", " + name_of(acc_.comm().backend()) + "), global batch " +
              std::to_string(loop.loader.batch_size() * config.train.grad_accum_steps * loop.loader.sampler().world_size()) +
              ", precision " + acc_.precision().describe());
   loop.run(*acc_.optimizer());

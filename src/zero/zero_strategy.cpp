@@ -41,15 +41,13 @@ ZeroStrategy::ZeroStrategy(const ZeroConfig& config, std::shared_ptr<Communicato
   MPIACCEL_CHECK(config_.stage == 1 || config_.stage == 2,
                  "ZeroStrategy runs [zero] stage 1 or 2, got " + std::to_string(config_.stage) +
                      " (stage 0 is DDP and stage 3 FSDP full shard: make_strategy routes them)");
-  MPIACCEL_CHECK(config_.offload_optimizer == "none" || config_.offload_optimizer == "cpu",
-                 "[zero] offload_optimizer must be none or cpu, got " + config_.offload_optimizer);
-  MPIACCEL_CHECK(config_.offload_param == "none",
-                 "[zero] offload_param = " + config_.offload_param +
+  MPIACCEL_CHECK(config_.offload_param == OffloadChoice::None,
+                 "[zero] offload_param = " + name_of(config_.offload_param) +
                      " needs sharded parameters (stage 3): use [distributed] strategy = fsdp "
                      "with [fsdp] cpu_offload = true, or set offload_param = none");
   megabytes_to_bytes(config_.reduce_bucket_mb, "reduce_bucket_mb");
   megabytes_to_bytes(config_.allgather_bucket_mb, "allgather_bucket_mb");
-  offload_ = config_.offload_optimizer == "cpu";
+  offload_ = config_.offload_optimizer == OffloadChoice::Cpu;
 }
 
 void ZeroStrategy::require_prepared(const char* what) const {
@@ -90,10 +88,8 @@ void ZeroStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
   sharded_.repoint_optimizer(*optimizer, "ZeRO prepare");
 
   const int64_t reduce_bytes = megabytes_to_bytes(config_.reduce_bucket_mb, "reduce_bucket_mb");
-  const int64_t first_bucket = int64_t{1} << 20;  // as DDP: the first bucket starts early
   if (config_.stage == 1) {
     ReducerOptions options;
-    options.first_bucket_bytes = first_bucket;
     options.bucket_bytes = reduce_bytes;
     // .grad IS the bucket view: full gradients are held once (4Ψ in fp32), not twice.
     options.gradient_as_bucket_view = true;
@@ -102,7 +98,7 @@ void ZeroStrategy::prepare(std::shared_ptr<torch::nn::Module> model,
     grad_sync_ = all_reducer_.get();
   } else {
     shard_reducer_ = std::make_unique<GradShardReducer>(sharded_.params, sharded_.names, sharded_.shards, comm_,
-                                                        first_bucket, reduce_bytes, reduce_dtype_);
+                                                        kFirstBucketBytes, reduce_bytes, reduce_dtype_);
     grad_sync_ = shard_reducer_.get();
   }
   grad_sync_->set_gradient_sync(sync_);

@@ -47,7 +47,7 @@ Run train(bool checkpointing, bool reshard_after_forward, int steps) {
   auto module = as_module(model);
   auto optimizer = std::make_shared<torch::optim::AdamW>(module->parameters(), torch::optim::AdamWOptions(1e-2));
   Config config;
-  config.fsdp.auto_wrap_policy = "TRANSFORMER_BASED_WRAP";
+  config.fsdp.auto_wrap_policy = WrapPolicy::TransformerBasedWrap;
   config.fsdp.transformer_layer_cls_to_wrap = "DecoderLayer";
   config.fsdp.reshard_after_forward = reshard_after_forward;
   config.fsdp.activation_checkpointing = checkpointing;

@@ -433,7 +433,7 @@ BOOST_AUTO_TEST_CASE(split_even_odd_ranks) {
                                              std::find(members.begin(), members.end(), comm.rank())) - 1;
   MPIACCEL_CHECK_ALL(part->size() == static_cast<int>(members.size()));
   MPIACCEL_CHECK_ALL(part->rank() == expected_rank);
-  MPIACCEL_CHECK_ALL(part->backend() == "mpi" && part->timeout() == comm.timeout());
+  MPIACCEL_CHECK_ALL(part->backend() == mpiaccel::Backend::Mpi && part->timeout() == comm.timeout());
   at::Tensor t = at::full({1000}, static_cast<double>(comm.rank()), at::kDouble);
   part->all_reduce(t);
   double want = 0;

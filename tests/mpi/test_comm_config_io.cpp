@@ -43,7 +43,7 @@ BOOST_AUTO_TEST_CASE(every_rank_gets_rank0s_file_with_overrides) {
   const std::string path =
       write_on_rank0("[distributed]\nstrategy = ddp\nseed = 7\n[ddp]\nbucket_cap_mb = 5\n");
   const mpiaccel::Config config = mpiaccel::load_config(world(), path, {"distributed.seed=9"});
-  MPIACCEL_CHECK_ALL(config.distributed.strategy == "ddp");
+  MPIACCEL_CHECK_ALL(config.distributed.strategy == mpiaccel::StrategyChoice::Ddp);
   MPIACCEL_CHECK_ALL(config.distributed.seed == 9);
   MPIACCEL_CHECK_ALL(config.ddp.bucket_cap_mb == 5);
   if (world().rank() == 0) std::remove(path.c_str());

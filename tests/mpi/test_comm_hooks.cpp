@@ -303,7 +303,7 @@ bool same_bits(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& 
 
 PrecisionPolicy reduce_in(const std::string& dtype) {
   DistributedConfig d;
-  d.reduce_dtype = dtype;
+  d.reduce_dtype = choice_named<DtypeChoice>(dtype, "reduce_dtype");
   return PrecisionPolicy::from_config(d);
 }
 
@@ -319,12 +319,12 @@ BOOST_AUTO_TEST_CASE(exact_hooks_train_to_the_bits_of_plain_ddp) {
   MPIACCEL_CHECK_ALL(counting->bytes > 0);
 
   DdpConfig late = plain;
-  late.comm_hook = "power_sgd";  // Accelerate's spelling
+  late.comm_hook = CommHookChoice::PowerSgd;  // Accelerate's spelling
   late.powersgd_start_iter = 1000;
   MPIACCEL_CHECK_ALL(same_bits(reference, train_ddp(late, reduce_in("fp32"))));
 
   DdpConfig bf16 = plain;
-  bf16.comm_hook = "bf16";
+  bf16.comm_hook = CommHookChoice::Bf16;
   const auto hooked = train_ddp(bf16, reduce_in("fp32"));
   MPIACCEL_CHECK_ALL(same_bits(hooked, train_ddp(plain, reduce_in("bf16"))));
   MPIACCEL_CHECK_ALL(world().size() == 1 || !same_bits(hooked, reference));
@@ -332,12 +332,12 @@ BOOST_AUTO_TEST_CASE(exact_hooks_train_to_the_bits_of_plain_ddp) {
 
 BOOST_AUTO_TEST_CASE(conflicting_hook_settings_are_refused_in_one_line) {
   DdpConfig config;
-  config.comm_hook = "fp16";
+  config.comm_hook = CommHookChoice::Fp16;
   BOOST_CHECK_EXCEPTION(make_comm_hook(config, at::kBFloat16), Error, [](const Error& e) {
     return std::string(e.what()).find("reduce_dtype is bf16") != std::string::npos;
   });
-  config.comm_hook = "none";
-  config.comm_wrapper = "bf16";
+  config.comm_hook = CommHookChoice::None;
+  config.comm_wrapper = CommWrapperChoice::Bf16;
   BOOST_CHECK_EXCEPTION(make_comm_hook(config, std::nullopt), Error, [](const Error& e) {
     return std::string(e.what()).find("set comm_hook = powersgd") != std::string::npos;
   });

@@ -66,7 +66,7 @@ BOOST_AUTO_TEST_CASE(builds_with_nccl_and_bootstraps_over_mpi) {
   BOOST_TEST_REQUIRE(mpiaccel::nccl_available());
   BOOST_TEST(!mpiaccel::nccl_version().empty());
   BOOST_TEST_REQUIRE(at::hasCUDA(), "LibTorch has no CUDA: build against a CUDA LibTorch");
-  MPIACCEL_CHECK_ALL(nccl().backend() == "nccl");
+  MPIACCEL_CHECK_ALL(nccl().backend() == mpiaccel::Backend::Nccl);
   MPIACCEL_CHECK_ALL(nccl().rank() == world().rank() && nccl().size() == world().size());
 }
 

@@ -152,7 +152,8 @@ BOOST_AUTO_TEST_CASE(bad_shapes_and_heads_are_refused_in_one_line) {
 }
 
 BOOST_AUTO_TEST_CASE(exchange_names) {
-  BOOST_TEST(std::string(cp::exchange_name(cp::exchange_named("ring"))) == "ring");
-  BOOST_TEST(std::string(cp::exchange_name(cp::exchange_named("alltoall"))) == "alltoall");
-  BOOST_CHECK_THROW(cp::exchange_named("allgather"), Error);
+  const auto named = [](const char* text) { return choice_named<cp::Exchange>(text, "[parallelism] cp_comm_strategy"); };
+  BOOST_TEST(name_of(named("ring")) == "ring");
+  BOOST_TEST(name_of(named("alltoall")) == "alltoall");
+  BOOST_CHECK_THROW(named("allgather"), Error);
 }

@@ -136,8 +136,10 @@ BOOST_AUTO_TEST_CASE(estimate_matches_measured_accounting_of_the_bundled_gpt) {
     settings.node_shared_ranks = config.ddp.node_shared_params ? n : 1;
     settings.batch_size = config.train.batch_size;
     settings.reshard_after_forward =
-        config.fsdp.reshard_after_forward && config.fsdp.sharding_strategy != "SHARD_GRAD_OP";
-    const MemoryEstimate e = estimate_memory(footprint, spec, c.estimate, c.offload, "fp32", settings);
+        config.fsdp.reshard_after_forward && config.fsdp.sharding_strategy != ShardingStrategy::ShardGradOp;
+    BOOST_TEST_REQUIRE(strategy_name(strategy_kind(config)) == c.estimate);
+    const MemoryEstimate e =
+        estimate_memory(footprint, spec, strategy_kind(config), c.offload, MixedPrecision::No, settings);
 
     // Device and host together: memory() does not say where a byte lives.
     std::string report = c.label + " np " + std::to_string(n) + " rank " + std::to_string(world().rank()) + ":";

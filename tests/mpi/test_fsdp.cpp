@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(gpt_transformer_wrap_keep_params_until_backward) {
 
 BOOST_AUTO_TEST_CASE(gpt_shard_grad_op) {
   Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer"));
-  t.strategy.config.fsdp.sharding_strategy = "SHARD_GRAD_OP";
+  t.strategy.config.fsdp.sharding_strategy = ShardingStrategy::ShardGradOp;
   expect_equivalent(t, "gpt SHARD_GRAD_OP");
 }
 
@@ -129,7 +129,7 @@ BOOST_AUTO_TEST_CASE(gpt_prefetch_settings) {
   for (const char* prefetch : {"BACKWARD_POST", "NO_PREFETCH"}) {
     Trial t = fsdp_trial(fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer"));
     t.steps = 4;
-    t.strategy.config.fsdp.backward_prefetch = prefetch;
+    t.strategy.config.fsdp.backward_prefetch = choice_named<BackwardPrefetch>(prefetch, "backward_prefetch");
     t.strategy.config.fsdp.forward_prefetch = std::string(prefetch) == "BACKWARD_POST";
     expect_equivalent(t, prefetch);
   }

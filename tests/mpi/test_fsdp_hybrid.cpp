@@ -33,7 +33,7 @@ TrialRun expect_equivalent(const Trial& trial, const char* what) {
 // HYBRID_SHARD of the bundled `model` (24 rows a step), its optimizer grouped as the trainer does.
 Trial hybrid(int64_t group_size, const std::string& model = "gpt", const std::string& optimizer = "sgd") {
   FsdpConfig c = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer");
-  c.sharding_strategy = "HYBRID_SHARD";
+  c.sharding_strategy = ShardingStrategy::HybridShard;
   c.hybrid_group_size = group_size;
   Trial t = bundled_trial(model, decay_groups(optimizer), 24);
   t.strategy = fsdp_plug(c);

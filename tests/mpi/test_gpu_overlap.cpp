@@ -25,8 +25,8 @@ using Clock = std::chrono::steady_clock;
 
 BOOST_AUTO_TEST_CASE(first_bucket_all_reduce_starts_before_backward_ends_on_the_device) {
   BOOST_TEST_REQUIRE(at::hasCUDA(), "this test needs a CUDA device and a CUDA build of LibTorch");
-  auto comm = make_world(runtime(), "nccl", std::chrono::seconds(120));
-  BOOST_TEST_REQUIRE(comm->backend() == "nccl");
+  auto comm = make_world(runtime(), Backend::Nccl, std::chrono::seconds(120));
+  BOOST_TEST_REQUIRE((comm->backend() == Backend::Nccl));
   const at::Device cuda(runtime().device().device);
 
   // Deep and wide enough that backward takes milliseconds on an H200 after

@@ -257,7 +257,7 @@ BOOST_AUTO_TEST_CASE(bit_identical_to_a_full_build) {
   require_world_size(2);
   expect_identical("gpt DecoderLayer units", "gpt", fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer"));
   FsdpConfig keep = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer");
-  keep.sharding_strategy = "SHARD_GRAD_OP";
+  keep.sharding_strategy = ShardingStrategy::ShardGradOp;
   expect_identical("gpt SHARD_GRAD_OP", "gpt", keep);
   expect_identical("gpt NO_WRAP", "gpt", fsdp_config("NO_WRAP"));
   expect_identical("mlp MlpBlock units, adamw", "mlp", fsdp_config("TRANSFORMER_BASED_WRAP", "MlpBlock"),
@@ -267,7 +267,7 @@ BOOST_AUTO_TEST_CASE(bit_identical_to_a_full_build) {
   expect_identical("gpt cpu_offload", "gpt", offload);
   if (world().size() == 4) {
     FsdpConfig hybrid = fsdp_config("TRANSFORMER_BASED_WRAP", "DecoderLayer");
-    hybrid.sharding_strategy = "HYBRID_SHARD";
+    hybrid.sharding_strategy = ShardingStrategy::HybridShard;
     hybrid.hybrid_group_size = 2;
     expect_identical("gpt HYBRID_SHARD 2x2", "gpt", hybrid);
   }

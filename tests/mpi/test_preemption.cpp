@@ -18,7 +18,7 @@ using mpiaccel::test::world;
 BOOST_AUTO_TEST_CASE(a_signal_on_some_ranks_stops_every_rank) {
   mpiaccel::test::require_world_size(2);
   mpiaccel::Config config;
-  config.distributed.strategy = "ddp";
+  config.distributed.strategy = mpiaccel::StrategyChoice::Ddp;
   mpiaccel::Accelerator acc(runtime(), config);
 
   // No notice yet: every rank agrees to go on.

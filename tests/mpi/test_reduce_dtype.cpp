@@ -55,8 +55,8 @@ std::pair<at::Tensor, at::Tensor> batch(int step) {
 
 PrecisionPolicy policy(const std::string& param, const std::string& reduce) {
   DistributedConfig d;
-  d.param_dtype = param;
-  d.reduce_dtype = reduce;
+  d.param_dtype = choice_named<DtypeChoice>(param, "param_dtype");
+  d.reduce_dtype = choice_named<DtypeChoice>(reduce, "reduce_dtype");
   return PrecisionPolicy::from_config(d);
 }
 

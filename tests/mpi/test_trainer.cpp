@@ -51,18 +51,18 @@ class Points : public Dataset {
 
 Config job(const std::string& dir, const std::string& tag) {
   Config c;
-  c.distributed.strategy = world().size() == 1 ? "no" : "ddp";
+  c.distributed.strategy = world().size() == 1 ? StrategyChoice::No : StrategyChoice::Ddp;
   c.train.batch_size = 12 / world().size();
   c.train.max_steps = 8;
   c.train.eval_every = 4;
   c.train.eval_batches = 2;
   c.train.log_every = 1;
-  c.scheduler.name = "constant";
+  c.scheduler.name = LrSchedule::Constant;
   c.scheduler.warmup_steps = 0;
   c.optimizer.lr = 0.05;
   c.checkpoint.dir = dir + "/" + tag;
   c.logging.metrics_file = dir + "/" + tag + ".jsonl";
-  c.logging.progress = "off";
+  c.logging.progress = ProgressMode::Off;
   return c;
 }
 

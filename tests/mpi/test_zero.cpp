@@ -188,7 +188,7 @@ BOOST_AUTO_TEST_CASE(memory_matches_zero_formulas) {
 BOOST_AUTO_TEST_CASE(factory_routes_and_rejects) {
   // Stage routing is make_strategy's alone: 0 is DDP, 3 FSDP full shard.
   Config config;
-  config.distributed.strategy = "zero";
+  config.distributed.strategy = StrategyChoice::Zero;
   config.zero = zero_config(0, false);
   MPIACCEL_CHECK_ALL(make_strategy(config, world_ptr())->name() == "ddp");
   config.zero.stage = 2;
@@ -204,7 +204,7 @@ BOOST_AUTO_TEST_CASE(factory_routes_and_rejects) {
   }
   MPIACCEL_CHECK_ALL(threw);
   c.stage = 1;
-  c.offload_param = "cpu";
+  c.offload_param = OffloadChoice::Cpu;
   BOOST_CHECK_THROW(make_zero_strategy(c, world_ptr()), Error);
 }
 

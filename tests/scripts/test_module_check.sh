@@ -5,7 +5,8 @@
 # copy of the tree with one deliberate violation at a time: each must fail
 # with one line naming the file, the line and what is declared; the
 # untouched copy must pass. A model family's name as a string literal
-# outside its folder of src/models/families is refused too.
+# outside its folder of src/models/families is refused too, and so is a
+# config value's text compared outside src/config.
 source "$(dirname "$0")/lib.sh" "$1"
 table=$BUILD_DIR/module_table.txt
 [ -f "$table" ] || fail "$table is missing: configure the build first"
@@ -60,6 +61,21 @@ expect_refused "a family's folder naming another family" \
 fresh_tree
 add_line src/models/families/gpt/gpt.cpp '// the "llama" family is in its own folder; a comment may say so'
 check || { cat "$WORK/out.txt"; fail "a family's name in a comment was refused"; }
+
+# A config value's text compared outside src/config: the config holds it as an enum.
+fresh_tree
+add_line src/trainer/progress.cpp 'static bool fsdp(const std::string& s) { return s == "fsdp"; }'
+expect_refused "a config value compared as text outside src/config" \
+  'src/trainer/progress.cpp:1: compares with "fsdp", a config value'"'"'s text'
+fresh_tree
+add_line tools/mpiaccel/launch_plan.cpp 'static bool hybrid(const std::string& s) { return "HYBRID_SHARD" != s; }'
+expect_refused "the command comparing a config value as text" \
+  'tools/mpiaccel/launch_plan.cpp:1: compares with "HYBRID_SHARD", a config value'"'"'s text'
+fresh_tree
+add_line src/config/derived.cpp 'static bool fsdp(const std::string& s) { return s == "fsdp"; }'
+add_line src/models/families/gpt/hf_gpt2.cpp 'static bool exact(const std::string& s) { return s == "gelu"; }  // transformers'"'"' value'
+add_line src/trainer/progress.cpp '// a comment may say strategy == "fsdp"'
+check || { cat "$WORK/out.txt"; fail "src/config, a transformers mapping or a comment comparing a choice's text was refused"; }
 
 fresh_tree
 add_line include/mpiaccel/comm.hpp '#include "runtime/trace.hpp"'

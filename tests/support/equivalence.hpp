@@ -154,14 +154,14 @@ struct StrategyPlug {
 
 inline StrategyPlug ddp_plug(const DdpConfig& ddp) {
   StrategyPlug plug;
-  plug.config.distributed.strategy = "ddp";
+  plug.config.distributed.strategy = mpiaccel::StrategyChoice::Ddp;
   plug.config.ddp = ddp;
   return plug;
 }
 
 inline StrategyPlug fsdp_plug(const FsdpConfig& fsdp) {
   StrategyPlug plug;
-  plug.config.distributed.strategy = "fsdp";
+  plug.config.distributed.strategy = mpiaccel::StrategyChoice::Fsdp;
   plug.config.fsdp = fsdp;
   plug.compare = compare_fsdp;
   return plug;
@@ -170,7 +170,7 @@ inline StrategyPlug fsdp_plug(const FsdpConfig& fsdp) {
 /// Stages 1 and 2 (make_strategy routes 0 to DDP and 3 to FSDP).
 inline StrategyPlug zero_plug(const ZeroConfig& zero) {
   StrategyPlug plug;
-  plug.config.distributed.strategy = "zero";
+  plug.config.distributed.strategy = mpiaccel::StrategyChoice::Zero;
   plug.config.zero = zero;
   return plug;
 }
@@ -178,7 +178,7 @@ inline StrategyPlug zero_plug(const ZeroConfig& zero) {
 inline FsdpConfig fsdp_config(const std::string& policy, const std::string& classes = "",
                               bool reshard = true) {
   FsdpConfig c;
-  c.auto_wrap_policy = policy;
+  c.auto_wrap_policy = mpiaccel::choice_named<mpiaccel::WrapPolicy>(policy, "auto_wrap_policy");
   if (!classes.empty()) c.transformer_layer_cls_to_wrap = classes;
   c.reshard_after_forward = reshard;
   return c;
@@ -187,7 +187,7 @@ inline FsdpConfig fsdp_config(const std::string& policy, const std::string& clas
 inline ZeroConfig zero_config(int stage, bool offload, double reduce_mb = 25, double gather_mb = 25) {
   ZeroConfig c;
   c.stage = stage;
-  c.offload_optimizer = offload ? "cpu" : "none";
+  c.offload_optimizer = offload ? mpiaccel::OffloadChoice::Cpu : mpiaccel::OffloadChoice::None;
   c.reduce_bucket_mb = reduce_mb;
   c.allgather_bucket_mb = gather_mb;
   return c;

@@ -50,11 +50,11 @@ std::string schema_table() {
 BOOST_AUTO_TEST_CASE(defaults_are_the_member_initialisers) {
   Config c = Config::parse("", "empty.ini");
   BOOST_TEST((c == Config{}));
-  BOOST_TEST(c.distributed.strategy == "no");
+  BOOST_TEST((c.distributed.strategy == mpiaccel::StrategyChoice::No));
   BOOST_TEST(c.distributed.timeout_s == 1800.0);
   BOOST_TEST(c.ddp.bucket_cap_mb == 25.0);
   BOOST_TEST(c.zero.stage == 2);
-  BOOST_TEST(c.fsdp.sharding_strategy == "FULL_SHARD");
+  BOOST_TEST((c.fsdp.sharding_strategy == mpiaccel::ShardingStrategy::FullShard));
   BOOST_TEST(c.optimizer.betas[0] == 0.9);
   BOOST_TEST(c.optimizer.betas[1] == 0.999);
   BOOST_TEST(c.train.data_dir == "");
@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(every_type_parses) {
   Config c = Config::parse(text, "types.ini");
   BOOST_TEST(c.launch.num_processes == 16);
   BOOST_TEST(c.launch.mpirun_args == "--mca btl tcp,self --map-by ppr:2:node");
-  BOOST_TEST(c.distributed.strategy == "fsdp");
+  BOOST_TEST((c.distributed.strategy == mpiaccel::StrategyChoice::Fsdp));
   BOOST_TEST(c.distributed.timeout_s == 250.0);
   BOOST_TEST(c.distributed.seed == 0);
   BOOST_TEST(c.optimizer.betas[0] == 0.8);
@@ -163,7 +163,7 @@ BOOST_AUTO_TEST_CASE(overrides_apply_after_the_file_in_order) {
   BOOST_TEST(c.zero.stage == 0);
   BOOST_TEST(c.launch.mpirun_args == "--bind-to core --map-by=node");
   Config d = Config::defaults({"distributed.strategy=zero", "optimizer.betas=0.5, 0.6"});
-  BOOST_TEST(d.distributed.strategy == "zero");
+  BOOST_TEST((d.distributed.strategy == mpiaccel::StrategyChoice::Zero));
   BOOST_TEST(d.optimizer.betas[1] == 0.6);
 }
 
@@ -185,35 +185,35 @@ BOOST_AUTO_TEST_CASE(to_ini_round_trips_non_defaults) {
   Config c;
   c.launch.num_machines = 2;
   c.launch.num_processes = 8;
-  c.launch.launcher = "srun";
+  c.launch.launcher = mpiaccel::LauncherChoice::Srun;
   c.launch.mpirun_args = "--mca btl ^openib;x";
   c.launch.srun_args = "\"quoted\"";
-  c.distributed.strategy = "fsdp";
-  c.distributed.mixed_precision = "bf16";
+  c.distributed.strategy = mpiaccel::StrategyChoice::Fsdp;
+  c.distributed.mixed_precision = mpiaccel::MixedPrecision::Bf16;
   c.distributed.timeout_s = 0.1 + 0.2;  // not a short decimal: tests exact float text
   c.distributed.seed = 1234567890123LL;
   c.distributed.allow_gpu_sharing = true;
   c.ddp.bucket_cap_mb = 1.0 / 3.0;
   c.ddp.find_unused_parameters = true;
-  c.fsdp.sharding_strategy = "HYBRID_SHARD";
+  c.fsdp.sharding_strategy = mpiaccel::ShardingStrategy::HybridShard;
   c.fsdp.transformer_layer_cls_to_wrap = "Block,DecoderLayer";
   c.fsdp.reshard_after_forward = false;
   c.zero.stage = 3;
-  c.zero.offload_optimizer = "cpu";
-  c.optimizer.name = "sgd";
+  c.zero.offload_optimizer = mpiaccel::OffloadChoice::Cpu;
+  c.optimizer.name = mpiaccel::OptimizerChoice::Sgd;
   c.optimizer.betas = {0.85, 0.9999};
   c.optimizer.lr = 6e-4;
   c.optimizer.momentum = 0.9;
-  c.scheduler.name = "cosine";
+  c.scheduler.name = mpiaccel::LrSchedule::Cosine;
   c.scheduler.min_lr_ratio = 0.1;
-  c.train.dataset = "fashion-mnist";
+  c.train.dataset = mpiaccel::DatasetChoice::FashionMnist;
   c.train.data_dir = " /path with spaces/ ";
   c.train.val_fraction = 1e-300;
   c.train.drop_last = false;
   c.model.dropout = 0.125;
   c.checkpoint.dir = ";starts-with-semicolon";
   c.checkpoint.resume = "/ckpt/step_00000100.h5";
-  c.logging.level = "debug";
+  c.logging.level = mpiaccel::LogLevel::Debug;
   c.logging.metrics_file = "";
   c.logging.trace = "trace.json";
   Config back = Config::parse(c.to_ini(), "round.ini");

@@ -148,7 +148,7 @@ BOOST_AUTO_TEST_CASE(accelerate_parallelism_config_maps_dp_and_tp) {
                                              "  parallelism_config_cp_comm_strategy: alltoall\n"}});
   BOOST_TEST(cp.config.parallelism.cp_size == 2);
   // PyTorch's alltoall moves ring attention's blocks: mpiaccel's ring, not Ulysses.
-  BOOST_TEST(cp.config.parallelism.cp_comm_strategy == "ring");
+  BOOST_TEST((cp.config.parallelism.cp_comm_strategy == mpiaccel::CpCommStrategy::Ring));
   BOOST_TEST(error_of({{"a.yaml", "parallelism_config:\n  parallelism_config_sp_size: 2\n"}}) ==
              "a.yaml:2: parallelism_config.parallelism_config_sp_size = 2: sequence parallelism is not in mpiaccel "
              "yet; accepted: 1");
@@ -160,12 +160,12 @@ BOOST_AUTO_TEST_CASE(accelerate_parallelism_config_maps_dp_and_tp) {
 BOOST_AUTO_TEST_CASE(deepspeed_json_with_auto_values) {
   const auto resolved = resolve_config({{"ds_config.json", kDeepSpeedZero2}});
   const Config& c = resolved.config;
-  BOOST_TEST(c.distributed.strategy == "zero");
+  BOOST_TEST((c.distributed.strategy == mpiaccel::StrategyChoice::Zero));
   BOOST_TEST(c.zero.stage == 2);
-  BOOST_TEST(c.zero.offload_optimizer == "cpu");
+  BOOST_TEST((c.zero.offload_optimizer == mpiaccel::OffloadChoice::Cpu));
   BOOST_TEST(c.train.batch_size == 4);
   BOOST_TEST(c.train.grad_accum_steps == 2);
-  BOOST_TEST(c.distributed.mixed_precision == "bf16");
+  BOOST_TEST((c.distributed.mixed_precision == mpiaccel::MixedPrecision::Bf16));
   BOOST_TEST(c.optimizer.lr == 3e-4);
   BOOST_TEST(c.optimizer.betas[1] == 0.95);
   BOOST_TEST(c.zero.reduce_bucket_mb == 5e7 * 4 / (1024.0 * 1024.0));
@@ -234,12 +234,12 @@ BOOST_AUTO_TEST_CASE(deepspeed_schedules_keep_their_defaults_in_mind) {
   // "auto" warmup: refused once another file gives it steps.
   const ConfigText shipped{"ds.json", R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "auto",
 "warmup_max_lr": "auto"}}})"};
-  BOOST_TEST(resolve_config({shipped}).config.scheduler.name == "constant");
+  BOOST_TEST((resolve_config({shipped}).config.scheduler.name == mpiaccel::LrSchedule::Constant));
   BOOST_TEST(error_of({shipped, {"job.ini", "[scheduler]\nwarmup_steps = 100\n"}})
                  .find("ds.json:1: scheduler.params.warmup_num_steps = \"auto\" is 100 steps here") == 0);
   const auto linear = resolve_config({{"ds.json", R"({"scheduler": {"type": "WarmupDecayLR", "params": {
 "warmup_num_steps": 5, "warmup_type": "linear", "warmup_max_lr": 0.002, "total_num_steps": 40}}})"}});
-  BOOST_TEST(linear.config.scheduler.name == "linear");
+  BOOST_TEST((linear.config.scheduler.name == mpiaccel::LrSchedule::Linear));
   BOOST_TEST(linear.config.scheduler.warmup_steps == 5);
   BOOST_TEST(linear.config.optimizer.lr == 0.002);
   BOOST_TEST(linear.config.train.max_steps == 40);
@@ -254,10 +254,10 @@ BOOST_AUTO_TEST_CASE(two_files_that_disagree_name_both_places) {
              "the command line: distributed.mixed_precision=VALUE)");
   // The command line settles it; equal values never conflict.
   const auto settled = resolve_config({yaml, ini}, {"distributed.mixed_precision=no"});
-  BOOST_TEST(settled.config.distributed.mixed_precision == "no");
+  BOOST_TEST((settled.config.distributed.mixed_precision == mpiaccel::MixedPrecision::No));
   BOOST_TEST(setting_of(settled, "distributed.mixed_precision")->origin == "command line");
   const ConfigText same{"job.ini", "[distributed]\nmixed_precision = bf16\nstrategy = ddp\n"};
-  BOOST_TEST(resolve_config({yaml, same}).config.distributed.strategy == "ddp");
+  BOOST_TEST((resolve_config({yaml, same}).config.distributed.strategy == mpiaccel::StrategyChoice::Ddp));
 }
 
 BOOST_AUTO_TEST_CASE(training_arguments_defaults_are_weak) {
@@ -280,7 +280,7 @@ BOOST_AUTO_TEST_CASE(training_arguments_defaults_are_weak) {
   BOOST_TEST(alone.config.train.batch_size == 4);
   BOOST_TEST(alone.config.train.max_steps == 20);
   BOOST_TEST(alone.config.checkpoint.dir == "out");
-  BOOST_TEST(alone.config.distributed.mixed_precision == "bf16");
+  BOOST_TEST((alone.config.distributed.mixed_precision == mpiaccel::MixedPrecision::Bf16));
   const ConfigText ini{"job.ini", "[optimizer]\nlr = 2e-3\n[train]\nlog_every = 10\n"};
   const auto combined = resolve_config({args, ini});
   BOOST_TEST(combined.config.optimizer.lr == 2e-3);
@@ -377,9 +377,9 @@ BOOST_AUTO_TEST_CASE(trainer_values_as_the_trainer_reads_them) {
   // The Trainer upper-cases backward_prefetch; transformers 5.17 maps the
   // legacy sharding words onto FSDP2's reshard_after_forward.
   const auto fsdp = resolve_config({{"fsdp.json", R"({"transformer_layer_cls_to_wrap": "X", "backward_prefetch": "backward_post"})"}});
-  BOOST_TEST(fsdp.config.fsdp.backward_prefetch == "BACKWARD_POST");
+  BOOST_TEST((fsdp.config.fsdp.backward_prefetch == mpiaccel::BackwardPrefetch::Post));
   const auto grad_op = resolve_config({{"args.json", R"({"output_dir": "o", "fsdp": "shard_grad_op auto_wrap offload"})"}});
-  BOOST_TEST(grad_op.config.distributed.strategy == "fsdp");
+  BOOST_TEST((grad_op.config.distributed.strategy == mpiaccel::StrategyChoice::Fsdp));
   BOOST_TEST(!grad_op.config.fsdp.reshard_after_forward);
   BOOST_TEST(grad_op.config.fsdp.cpu_offload);
   // A changed save_steps is a setting of its own, and conflicts.

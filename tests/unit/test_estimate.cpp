@@ -96,7 +96,7 @@ BOOST_AUTO_TEST_CASE(closed_forms_equal_the_built_models) {
   llama.intermediate_size = 100;
   llama.head_dim = 8;
   expect_counts_match("llama", llama, {"LlamaDecoderLayer"});
-  llama.rope_scaling = "llama3";  // its frequencies compute even in a shape-only build
+  llama.rope_scaling = RopeScaling::Llama3;  // its frequencies compute even in a shape-only build
   expect_counts_match("llama", llama, {"LlamaDecoderLayer"});
   ModelSpec mlp;
   mlp.hidden_size = 100;
@@ -116,18 +116,18 @@ BOOST_AUTO_TEST_CASE(zero_paper_worked_example) {
   const ModelFootprint m = bare(7'500'000'000);
   const ModelSpec spec = gpt(1, 64, 1, 1);
   const double gb = 1e9;
-  const auto bf16 = [&](const char* strategy) { return estimate_memory(m, spec, strategy, false, "bf16", on(64)); };
-  BOOST_TEST(states(bf16("ddp")) / gb == 120.0, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(states(bf16("zero1")) / gb == 31.40625, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(states(bf16("zero2")) / gb == 16.640625, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(states(bf16("zero3")) / gb == 1.875, boost::test_tools::tolerance(1e-12));
+  const auto bf16 = [&](StrategyKind strategy) { return estimate_memory(m, spec, strategy, false, MixedPrecision::Bf16, on(64)); };
+  BOOST_TEST(states(bf16(StrategyKind::Ddp)) / gb == 120.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(states(bf16(StrategyKind::Zero1)) / gb == 31.40625, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(states(bf16(StrategyKind::Zero2)) / gb == 16.640625, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(states(bf16(StrategyKind::Zero3)) / gb == 1.875, boost::test_tools::tolerance(1e-12));
   // The terms: params 2Ψ, grads 2Ψ, K = 4 (fp32 master) + 8 (Adam).
-  const MemoryEstimate ddp = bf16("ddp");
+  const MemoryEstimate ddp = bf16(StrategyKind::Ddp);
   BOOST_TEST(ddp.param_bytes == 2 * m.params);
   BOOST_TEST(ddp.grad_bytes == 2 * m.params);
   BOOST_TEST(ddp.optimizer_bytes == 12 * m.params);
   // fp16 costs what bf16 does.
-  BOOST_TEST(states(estimate_memory(m, spec, "zero2", false, "fp16", on(64))) == states(bf16("zero2")));
+  BOOST_TEST(states(estimate_memory(m, spec, StrategyKind::Zero2, false, MixedPrecision::Fp16, on(64))) == states(bf16(StrategyKind::Zero2)));
 }
 
 BOOST_AUTO_TEST_CASE(fp32_model_states) {
@@ -135,35 +135,33 @@ BOOST_AUTO_TEST_CASE(fp32_model_states) {
   const int n = 4;
   const ModelFootprint m = bare(psi);
   const ModelSpec spec = gpt(1, 64, 1, 1);
-  const auto fp32 = [&](const char* strategy) { return estimate_memory(m, spec, strategy, false, "no", on(n)); };
-  BOOST_TEST(states(fp32("ddp")) == 16 * psi);                   // 4 + 4 + 8
-  BOOST_TEST(states(fp32("zero1")) == 8 * psi + 8 * psi / n);    // params, grads; Adam sharded
-  BOOST_TEST(states(fp32("zero2")) == 4 * psi + 12 * psi / n);
-  BOOST_TEST(states(fp32("fsdp")) == 16 * psi / n);
-  BOOST_TEST(fp32("fsdp").precision == "fp32");
+  const auto fp32 = [&](StrategyKind strategy) { return estimate_memory(m, spec, strategy, false, MixedPrecision::No, on(n)); };
+  BOOST_TEST(states(fp32(StrategyKind::Ddp)) == 16 * psi);                   // 4 + 4 + 8
+  BOOST_TEST(states(fp32(StrategyKind::Zero1)) == 8 * psi + 8 * psi / n);    // params, grads; Adam sharded
+  BOOST_TEST(states(fp32(StrategyKind::Zero2)) == 4 * psi + 12 * psi / n);
+  BOOST_TEST(states(fp32(StrategyKind::Fsdp)) == 16 * psi / n);
+  BOOST_TEST(fp32(StrategyKind::Fsdp).precision == "fp32");
   // DDP's flat buckets are a second copy of the gradients unless they are the .grad.
-  BOOST_TEST(estimate_memory(m, spec, "ddp", false, "fp32", on(n, false)).grad_bytes == 8 * psi);
+  BOOST_TEST(estimate_memory(m, spec, StrategyKind::Ddp, false, MixedPrecision::No, on(n, false)).grad_bytes == 8 * psi);
   // SGD without momentum has no state; with momentum one slot.
   EstimateSettings sgd = on(n);
   sgd.optimizer_slots = 0;
-  BOOST_TEST(estimate_memory(m, spec, "ddp", false, "fp32", sgd).optimizer_bytes == 0);
-  BOOST_TEST(estimate_memory(m, spec, "ddp", false, "bf16", sgd).optimizer_bytes == 4 * psi);  // master only
+  BOOST_TEST(estimate_memory(m, spec, StrategyKind::Ddp, false, MixedPrecision::No, sgd).optimizer_bytes == 0);
+  BOOST_TEST(estimate_memory(m, spec, StrategyKind::Ddp, false, MixedPrecision::Bf16, sgd).optimizer_bytes == 4 * psi);  // master only
   OptimizerConfig opt;
-  opt.name = "sgd";
+  opt.name = OptimizerChoice::Sgd;
   opt.momentum = 0.9;
   BOOST_TEST(optimizer_slots(opt) == 1);
-  opt.name = "adamw";
+  opt.name = OptimizerChoice::AdamW;
   BOOST_TEST(optimizer_slots(opt) == 2);
-  BOOST_CHECK_THROW(estimate_memory(m, spec, "pipeline", false, "fp32", on(n)), Error);
-  BOOST_CHECK_THROW(estimate_memory(m, spec, "ddp", false, "fp8", on(n)), Error);
-  BOOST_CHECK_THROW(estimate_memory(m, spec, "ddp", true, "fp32", on(n)), Error);
+  BOOST_CHECK_THROW(estimate_memory(m, spec, StrategyKind::Ddp, true, MixedPrecision::No, on(n)), Error);
 }
 
 BOOST_AUTO_TEST_CASE(fsdp_resident_root_gathered_units_and_offload) {
   const ModelSpec spec = gpt(4, 128, 4, 128);
   const ModelFootprint m = model_footprint("gpt", spec);
   const int n = 3;  // uneven shards round up, parameter by parameter
-  const MemoryEstimate fsdp = estimate_memory(m, spec, "fsdp", false, "fp32", on(n));
+  const MemoryEstimate fsdp = estimate_memory(m, spec, StrategyKind::Fsdp, false, MixedPrecision::No, on(n));
   BOOST_TEST(fsdp.param_bytes == shard_elements(m, n) * 4 + 4 * m.root_params);
   BOOST_TEST(fsdp.grad_bytes == shard_elements(m, n) * 4);
   BOOST_TEST(fsdp.optimizer_bytes == shard_elements(m, n) * 8);
@@ -172,13 +170,13 @@ BOOST_AUTO_TEST_CASE(fsdp_resident_root_gathered_units_and_offload) {
   // end of forward; the states between steps are FULL_SHARD's.
   EstimateSettings keep = on(n);
   keep.reshard_after_forward = false;
-  const MemoryEstimate grad_op = estimate_memory(m, spec, "fsdp", false, "fp32", keep);
+  const MemoryEstimate grad_op = estimate_memory(m, spec, StrategyKind::Fsdp, false, MixedPrecision::No, keep);
   BOOST_TEST(grad_op.gathered_bytes == 4 * (m.params - m.root_params));
   BOOST_TEST(grad_op.model_state_bytes() == fsdp.model_state_bytes());
-  const MemoryEstimate bf16 = estimate_memory(m, spec, "fsdp", false, "bf16", on(n));
+  const MemoryEstimate bf16 = estimate_memory(m, spec, StrategyKind::Fsdp, false, MixedPrecision::Bf16, on(n));
   BOOST_TEST(bf16.gathered_bytes == 2 * 2 * m.largest_unit_params);
   // Offload: the shards and the optimizer leave the device.
-  const MemoryEstimate off = estimate_memory(m, spec, "fsdp", true, "fp32", on(n));
+  const MemoryEstimate off = estimate_memory(m, spec, StrategyKind::Fsdp, true, MixedPrecision::No, on(n));
   BOOST_TEST(off.grad_bytes == 0);
   BOOST_TEST(off.optimizer_bytes == 0);
   BOOST_TEST(off.param_bytes == 4 * m.root_params);
@@ -186,7 +184,7 @@ BOOST_AUTO_TEST_CASE(fsdp_resident_root_gathered_units_and_offload) {
   BOOST_TEST(off.host_param_bytes == 4 * shard_elements(m, n));
   BOOST_TEST(off.host_grad_bytes == 4 * shard_elements(m, n));
   BOOST_TEST(off.host_optimizer_bytes == 8 * shard_elements(m, n));
-  const MemoryEstimate z2 = estimate_memory(m, spec, "zero2", true, "bf16", on(n));
+  const MemoryEstimate z2 = estimate_memory(m, spec, StrategyKind::Zero2, true, MixedPrecision::Bf16, on(n));
   BOOST_TEST(z2.optimizer_bytes == 0);
   BOOST_TEST(z2.host_bytes() == shard_elements(m, n) * 16);  // master, grad, m, v in fp32
   BOOST_TEST(z2.param_bytes == 2 * m.params);

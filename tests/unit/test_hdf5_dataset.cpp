@@ -149,7 +149,7 @@ BOOST_AUTO_TEST_CASE(reads_are_hyperslabs_of_the_requested_rows_only) {
 
 BOOST_AUTO_TEST_CASE(make_dataset_holds_out_the_last_rows_or_uses_val_h5) {
   mpiaccel::TrainConfig train;
-  train.dataset = "hdf5";
+  train.dataset = mpiaccel::DatasetChoice::Hdf5;
   train.data_dir = fixture().path;
   train.val_fraction = 0.2;
   const auto head = mpiaccel::make_dataset(train, "train");
@@ -192,7 +192,7 @@ BOOST_AUTO_TEST_CASE(errors_name_the_file_the_dataset_and_the_key) {
   m = message_of([&] { Hdf5Dataset d(f, "/scalar", ""); });
   BOOST_TEST(contains(m, "is a scalar"));
   mpiaccel::TrainConfig train;
-  train.dataset = "hdf5";
+  train.dataset = mpiaccel::DatasetChoice::Hdf5;
   BOOST_TEST(contains(message_of([&] { mpiaccel::make_dataset(train, "train"); }),
                       "needs [train] data_dir"));
 }

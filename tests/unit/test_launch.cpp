@@ -54,7 +54,7 @@ BOOST_AUTO_TEST_CASE(workstation_one_node_binds_cores_and_passes_the_config) {
   BOOST_TEST(command_line(plan) ==
              "mpirun -np 4 --map-by ppr:4:node:PE=4 --bind-to core -x OMP_NUM_THREADS=4 "
              "mpiaccel train --config run.ini");
-  BOOST_TEST(plan.launcher == "mpirun");
+  BOOST_TEST((plan.launcher == mpiaccel::LauncherChoice::Mpirun));
   BOOST_TEST(plan.cpus_per_rank == 4);
   BOOST_TEST(plan.omp_threads == 4);
   BOOST_TEST(!plan.oversubscribed);
@@ -121,7 +121,7 @@ BOOST_AUTO_TEST_CASE(slurm_two_nodes_by_four_tasks_use_srun_with_the_allocation)
              "OMP_NUM_THREADS=8 srun --mpi=pmix --nodes=2 --ntasks-per-node=4 --cpus-per-task=8 "
              "--cpu-bind=cores -K1 mpiaccel train --config run.ini");
   BOOST_TEST(plan.in_allocation);
-  BOOST_TEST(plan.launcher == "srun");
+  BOOST_TEST((plan.launcher == mpiaccel::LauncherChoice::Srun));
   BOOST_TEST(plan.ranks == 8);
   BOOST_TEST(plan.nodes == 2);
   // The config said 1 rank: the allocation wins, and the user is told.
@@ -153,9 +153,9 @@ BOOST_AUTO_TEST_CASE(slurm_uneven_tasks_give_the_total) {
 
 BOOST_AUTO_TEST_CASE(mpirun_inside_an_allocation_takes_its_shape) {
   auto r = request(2, 8);
-  r.launch.launcher = "mpirun";
+  r.launch.launcher = mpiaccel::LauncherChoice::Mpirun;
   auto plan = plan_launch(r, slurm_2x4(), HostFacts{4, false});
-  BOOST_TEST(plan.launcher == "mpirun");
+  BOOST_TEST((plan.launcher == mpiaccel::LauncherChoice::Mpirun));
   BOOST_TEST(has_words(plan, {"mpirun", "-np", "8", "--map-by", "ppr:4:node:PE=8", "--bind-to", "core"}));
   BOOST_TEST(has_words(plan, {"-x", "OMP_NUM_THREADS=8"}));
   // Slurm knows the hosts: no hostfile note.

@@ -144,6 +144,6 @@ BOOST_AUTO_TEST_CASE(schedule_errors_are_one_line) {
                  "interleaved_1f1b needs a multiple of pp_size") != std::string::npos);
   BOOST_TEST(message_of([] { pipeline_schedule(PipelineScheduleKind::Interleaved1F1B, 0, 2, 1, 4); }).find(
                  "interleaved_1f1b holds 2 or more stages per rank") != std::string::npos);
-  BOOST_TEST(message_of([] { mpiaccel::pipeline_schedule_kind("zb_v"); }) ==
+  BOOST_TEST(message_of([] { mpiaccel::choice_named<mpiaccel::PipelineScheduleKind>("zb_v", "[parallelism] pp_schedule"); }) ==
              "[parallelism] pp_schedule = zb_v is unknown; accepted: gpipe|1f1b|interleaved_1f1b|zb_h1");
 }

@@ -24,10 +24,11 @@ namespace {
 DistributedConfig distributed(const std::string& mp, const std::string& param = "auto",
                               const std::string& reduce = "auto", const std::string& buffer = "auto") {
   DistributedConfig c;
-  c.mixed_precision = mp;
-  c.param_dtype = param;
-  c.reduce_dtype = reduce;
-  c.buffer_dtype = buffer;
+  // The text read as the config reads it (an unknown one throws there).
+  c.mixed_precision = choice_named<MixedPrecision>(mp, "[distributed] mixed_precision");
+  c.param_dtype = choice_named<DtypeChoice>(param, "[distributed] param_dtype");
+  c.reduce_dtype = choice_named<DtypeChoice>(reduce, "[distributed] reduce_dtype");
+  c.buffer_dtype = choice_named<DtypeChoice>(buffer, "[distributed] buffer_dtype");
   return c;
 }
 
@@ -67,7 +68,7 @@ BOOST_AUTO_TEST_CASE(policy_overrides) {
     BOOST_FAIL("int8 accepted");
   } catch (const Error& e) {
     BOOST_TEST(e.message().find("param_dtype") != std::string::npos);
-    BOOST_TEST(e.message().find("accepted: auto, fp32, bf16, fp16") != std::string::npos);
+    BOOST_TEST(e.message().find("accepted: auto|fp32|bf16|fp16") != std::string::npos);
   }
 }
 

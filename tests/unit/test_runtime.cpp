@@ -107,9 +107,9 @@ BOOST_AUTO_TEST_CASE(two_ranks_on_one_gpu_is_an_error_unless_allowed) {
 }
 
 BOOST_AUTO_TEST_CASE(log_levels_parse) {
-  BOOST_TEST(static_cast<int>(mpiaccel::parse_log_level("debug")) == 0);
-  BOOST_TEST(static_cast<int>(mpiaccel::parse_log_level("error")) == 3);
-  BOOST_CHECK_THROW(mpiaccel::parse_log_level("loud"), mpiaccel::Error);
+  BOOST_TEST(static_cast<int>(mpiaccel::choice_named<mpiaccel::LogLevel>("debug", "log level")) == 0);
+  BOOST_TEST(static_cast<int>(mpiaccel::choice_named<mpiaccel::LogLevel>("error", "log level")) == 3);
+  BOOST_CHECK_THROW(mpiaccel::choice_named<mpiaccel::LogLevel>("loud", "log level"), mpiaccel::Error);
 }
 
 namespace {
@@ -139,12 +139,12 @@ BOOST_AUTO_TEST_CASE(log_level_is_the_filter_of_log) {
   using mpiaccel::LogLevel;
   const LogLevel before = mpiaccel::log_level();
   for (const char* name : {"debug", "info", "warn", "error"}) {
-    mpiaccel::set_log_level(mpiaccel::parse_log_level(name));
-    BOOST_CHECK(mpiaccel::log_level() == mpiaccel::parse_log_level(name));
+    mpiaccel::set_log_level(mpiaccel::choice_named<mpiaccel::LogLevel>(name, "log level"));
+    BOOST_CHECK(mpiaccel::log_level() == mpiaccel::choice_named<mpiaccel::LogLevel>(name, "log level"));
   }
-  mpiaccel::set_log_level(LogLevel::Warn);
+  mpiaccel::set_log_level(mpiaccel::LogLevel::Warn);
   const std::string out = captured_stderr([] {
-    for (LogLevel level : {LogLevel::Debug, LogLevel::Info, LogLevel::Warn, LogLevel::Error})
+    for (LogLevel level : {mpiaccel::LogLevel::Debug, mpiaccel::LogLevel::Info, mpiaccel::LogLevel::Warn, mpiaccel::LogLevel::Error})
       if (mpiaccel::log_level() <= level) mpiaccel::log(level, "passes");
       else mpiaccel::log(level, "dropped");
   });

@@ -188,7 +188,7 @@ BOOST_AUTO_TEST_CASE(make_dataset_reads_the_split_files_and_reports_the_vocabula
   mpiaccel::write_token_file(dir.file("train.tokens"), iota(1000, 3000), 3000);
   mpiaccel::write_token_file(dir.file("val.tokens"), iota(100, 3000), 3000);
   mpiaccel::TrainConfig train;
-  train.dataset = "tokens";
+  train.dataset = mpiaccel::DatasetChoice::Tokens;
   train.data_dir = dir.path.string();
   train.seq_len = 9;
   BOOST_TEST(mpiaccel::make_dataset(train, "train")->size() == 111);
@@ -211,7 +211,7 @@ BOOST_AUTO_TEST_CASE(make_dataset_reads_the_split_files_and_reports_the_vocabula
   mpiaccel::TrainConfig bytes;
   BOOST_TEST(mpiaccel::dataset_vocab_size(bytes) == 256);
   BOOST_CHECK_THROW(mpiaccel::check_model_vocab_size(bytes, 100), Error);
-  bytes.dataset = "fashion-mnist";
+  bytes.dataset = mpiaccel::DatasetChoice::FashionMnist;
   BOOST_TEST(mpiaccel::dataset_vocab_size(bytes) == 0);
 }
 

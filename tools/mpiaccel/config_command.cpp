@@ -146,22 +146,22 @@ void ask_everything(Wizard& wizard, Config& config) {
   wizard.ask("launch.launcher", "Which launcher? auto = srun inside a Slurm allocation, else mpirun");
 
   wizard.ask("distributed.strategy", "Which distribution strategy?");
-  const std::string strategy = config.distributed.strategy;
-  if (strategy == "ddp") {
+  const StrategyChoice strategy = config.distributed.strategy;
+  if (strategy == StrategyChoice::Ddp) {
     wizard.ask("ddp.bucket_cap_mb", "DDP gradient bucket size in MiB?");
     wizard.ask("ddp.find_unused_parameters", "Can some parameters get no gradient in a step?");
-  } else if (strategy == "fsdp") {
+  } else if (strategy == StrategyChoice::Fsdp) {
     wizard.ask("fsdp.sharding_strategy", "FSDP: what is sharded?");
     wizard.ask("fsdp.auto_wrap_policy", "FSDP: how is the model split into units?");
-    if (config.fsdp.auto_wrap_policy == "TRANSFORMER_BASED_WRAP") {
+    if (config.fsdp.auto_wrap_policy == WrapPolicy::TransformerBasedWrap) {
       wizard.ask("fsdp.transformer_layer_cls_to_wrap",
                  "FSDP: module class names of the units, comma-separated (empty: the bundled model's)?");
-    } else if (config.fsdp.auto_wrap_policy == "SIZE_BASED_WRAP") {
+    } else if (config.fsdp.auto_wrap_policy == WrapPolicy::SizeBasedWrap) {
       wizard.ask("fsdp.min_num_params", "FSDP: parameters per unit at least?");
     }
     wizard.ask("fsdp.cpu_offload", "FSDP: keep sharded parameters and optimizer state on the CPU?");
     wizard.ask("fsdp.activation_checkpointing", "FSDP: recompute activations in backward?");
-  } else if (strategy == "zero") {
+  } else if (strategy == StrategyChoice::Zero) {
     wizard.ask("zero.stage", "ZeRO stage? 1 = optimizer state, 2 = + gradients, 3 = + parameters");
     wizard.ask("zero.offload_optimizer", "ZeRO: where do optimizer state and step live?");
     if (config.zero.stage == 3) wizard.ask("zero.offload_param", "ZeRO-3: where do parameter shards live?");

@@ -99,7 +99,7 @@ int physical_cores() {
   // launcher, which forwards them to the ranks, and its exit status is ours.
   execvp(argv[0], argv.data());
   const int error = errno;
-  std::string hint = plan.launcher == "srun" ? "run inside a Slurm allocation with srun on PATH"
+  std::string hint = plan.launcher == LauncherChoice::Srun ? "run inside a Slurm allocation with srun on PATH"
                                              : "install Open MPI (Debian: openmpi-bin)";
   MPIACCEL_THROW("cannot run '" + plan.argv.front() + "': " + std::strerror(error) + "; " + hint +
                  " or set [launch] launcher");

@@ -89,7 +89,7 @@ void plan_omp_threads(LaunchPlan& plan, const Env& env) {
 
 void plan_srun(LaunchPlan& plan, const LaunchRequest& request, const std::vector<int>& tasks) {
   const auto user = split_shell_words(request.launch.srun_args);
-  plan.launcher = "srun";
+  plan.launcher = LauncherChoice::Srun;
   auto& argv = plan.argv;
   argv = {"srun"};
   if (!user_gave(user, {"--mpi"})) argv.push_back("--mpi=pmix");
@@ -116,7 +116,7 @@ void plan_srun(LaunchPlan& plan, const LaunchRequest& request, const std::vector
 
 void plan_mpirun(LaunchPlan& plan, const LaunchRequest& request, const Env& env, const HostFacts& host) {
   const auto user = split_shell_words(request.launch.mpirun_args);
-  plan.launcher = "mpirun";
+  plan.launcher = LauncherChoice::Mpirun;
   auto& argv = plan.argv;
   argv = {"mpirun", "-np", std::to_string(plan.ranks)};
   if (host.is_root && !user_gave(user, {"--allow-run-as-root"})) argv.push_back("--allow-run-as-root");
@@ -197,7 +197,8 @@ LaunchPlan plan_launch(const LaunchRequest& request, const Env& env, const HostF
   const LaunchConfig& launch = request.launch;
   LaunchPlan plan;
   plan.in_allocation = !value_of(env, "SLURM_JOB_ID").empty();
-  const bool use_srun = launch.launcher == "srun" || (launch.launcher == "auto" && plan.in_allocation);
+  const bool use_srun =
+      launch.launcher == LauncherChoice::Srun || (launch.launcher == LauncherChoice::Auto && plan.in_allocation);
   std::vector<int> tasks;
 
   if (plan.in_allocation) {

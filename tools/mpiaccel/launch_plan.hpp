@@ -32,7 +32,7 @@ struct LaunchRequest {
 
 /// The resolved job shape and the command that starts it.
 struct LaunchPlan {
-  std::string launcher;        ///< "mpirun" or "srun"
+  LauncherChoice launcher = LauncherChoice::Mpirun;  ///< Mpirun or Srun
   bool in_allocation = false;  ///< SLURM_JOB_ID was set: the shape is the allocation's
   int nodes = 1;
   int ranks = 1;

@@ -50,9 +50,9 @@ namespace mpiaccel::detail {
 NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int cuda_index,
                                    std::chrono::milliseconds timeout)
     : state_(std::make_shared<NcclState>()) {
-  MPIACCEL_CHECK(bootstrap.backend() == "mpi",
+  MPIACCEL_CHECK(bootstrap.backend() == Backend::Mpi,
                  "make_nccl: the bootstrap communicator must be an MPI one, got " +
-                     bootstrap.backend());
+                     name_of(bootstrap.backend()));
   MPIACCEL_CHECK(timeout.count() > 0, "make_nccl: the timeout must be positive");
   host_ = bootstrap.split(0, bootstrap.rank());
   state_->rank = host_->rank();

@@ -31,7 +31,7 @@ class NcclCommunicator final : public Communicator, public HostBacked {
 
   int rank() const override { return state_->rank; }
   int size() const override { return state_->size; }
-  std::string backend() const override { return "nccl"; }
+  Backend backend() const override { return Backend::Nccl; }
   std::chrono::milliseconds timeout() const override { return state_->timeout; }
 
   WorkHandle all_reduce_async(at::Tensor tensor, ReduceOp op) override;

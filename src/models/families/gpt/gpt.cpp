@@ -102,9 +102,7 @@ class CausalSelfAttention : public torch::nn::Module {
 class FeedForward : public torch::nn::Module {
  public:
   FeedForward(const ModelSpec& spec, const ModelInit& init)
-      : torch::nn::Module("FeedForward"), approximate_(spec.activation == "gelu_tanh" ? "tanh" : "none") {
-    MPIACCEL_CHECK(spec.activation == "gelu" || spec.activation == "gelu_tanh",
-                   "[model] activation = " + spec.activation + " is unknown; accepted: gelu|gelu_tanh");
+      : torch::nn::Module("FeedForward"), approximate_(spec.activation == Activation::GeluTanh ? "tanh" : "none") {
     fc_ = register_module("fc", gpt_linear(spec.n_embd, 4 * spec.n_embd, init));
     proj_ = register_module("proj", gpt_linear(4 * spec.n_embd, spec.n_embd, init));
     dropout_ = register_module("dropout", torch::nn::Dropout(spec.dropout));

@@ -102,7 +102,7 @@ nlohmann::ordered_json gpt2_config(const ModelSpec& spec, const Config& config) 
   c["n_layer"] = spec.n_layer;
   c["n_head"] = spec.n_head;
   c["n_inner"] = nullptr;  // 4 x n_embd, as ours
-  c["activation_function"] = config.model.activation == "gelu_tanh" ? "gelu_new" : "gelu";
+  c["activation_function"] = config.model.activation == Activation::GeluTanh ? "gelu_new" : "gelu";
   c["layer_norm_epsilon"] = 1e-5;
   c["resid_pdrop"] = config.model.dropout;
   c["embd_pdrop"] = config.model.dropout;
@@ -120,11 +120,11 @@ nlohmann::ordered_json gpt2_config(const ModelSpec& spec, const Config& config) 
 
 // Our activation of GPT2Config's activation_function; Error for one our GPT
 // does not compute.
-std::string our_activation(const nlohmann::json& c, const std::string& where) {
+Activation our_activation(const nlohmann::json& c, const std::string& where) {
   const nlohmann::json f = c.value("activation_function", nlohmann::json("gelu_new"));
   const std::string name = f.is_string() ? f.get<std::string>() : f.dump();
-  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return "gelu_tanh";
-  if (name == "gelu") return "gelu";
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return Activation::GeluTanh;
+  if (name == "gelu") return Activation::Gelu;
   MPIACCEL_THROW(where + ": activation_function " + f.dump() + " is not one the GPT here computes; accepted: "
                  "gelu_new, gelu_pytorch_tanh (model.activation = gelu_tanh), gelu");
 }
@@ -154,10 +154,10 @@ void gpt2_check(const nlohmann::json& c, const ModelSpec& spec, const std::strin
     MPIACCEL_CHECK(c["n_head"].get<int64_t>() == spec.n_head,
                    where + ": n_head = " + c["n_head"].dump() + " but [model] n_head gives " +
                        std::to_string(spec.n_head) + ": set model.n_head to the file's");
-  const std::string activation = our_activation(c, where);
+  const Activation activation = our_activation(c, where);
   MPIACCEL_CHECK(activation == spec.activation, where + ": activation_function = " + c.value("activation_function", nlohmann::json("gelu_new")).dump() +
-                                                    " but [model] activation gives \"" + spec.activation +
-                                                    "\": set model.activation to " + activation);
+                                                    " but [model] activation gives \"" + name_of(spec.activation) +
+                                                    "\": set model.activation to " + name_of(activation));
   check_fixed_fields(c, spec.n_embd, where);
 }
 
@@ -175,7 +175,7 @@ std::vector<HfSetting> gpt2_settings(const nlohmann::json& c, const std::string&
                        ": a GPT2Config holds it as an integer");
     out.push_back({key, std::to_string(c[field].get<int64_t>()), field});
   }
-  out.push_back({"model.activation", our_activation(c, where), "activation_function"});
+  out.push_back({"model.activation", name_of(our_activation(c, where)), "activation_function"});
   check_fixed_fields(c, c["n_embd"].get<int64_t>(), where);
   return out;
 }

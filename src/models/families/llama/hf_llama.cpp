@@ -35,11 +35,14 @@ HfTensorName llama_to_ours(const std::string& hf, const ModelSpec& spec, bool* u
   return {*unknown ? "" : hf, false};
 }
 
+// transformers' rope_type of our [model] rope_scaling.
+const char* hf_rope_type(RopeScaling scaling) { return scaling == RopeScaling::Llama3 ? "llama3" : "default"; }
+
 nlohmann::ordered_json rope_parameters(const ModelSpec& spec) {
   nlohmann::ordered_json rope;
-  rope["rope_type"] = spec.rope_scaling == "llama3" ? "llama3" : "default";
+  rope["rope_type"] = hf_rope_type(spec.rope_scaling);
   rope["rope_theta"] = spec.rope_theta;
-  if (spec.rope_scaling == "llama3") {
+  if (spec.rope_scaling == RopeScaling::Llama3) {
     rope["factor"] = spec.rope_scaling_factor;
     rope["low_freq_factor"] = spec.rope_low_freq_factor;
     rope["high_freq_factor"] = spec.rope_high_freq_factor;
@@ -69,7 +72,7 @@ nlohmann::ordered_json llama_config(const ModelSpec& spec, const Config& config)
   c["tie_word_embeddings"] = spec.tie_word_embeddings;
   c["rope_parameters"] = rope_parameters(spec);
   c["rope_theta"] = spec.rope_theta;
-  if (spec.rope_scaling == "llama3") c["rope_scaling"] = rope_parameters(spec);
+  if (spec.rope_scaling == RopeScaling::Llama3) c["rope_scaling"] = rope_parameters(spec);
   c["attention_bias"] = spec.attention_bias;
   c["attention_dropout"] = config.model.dropout;
   c["mlp_bias"] = spec.mlp_bias;
@@ -124,7 +127,7 @@ void check_rope(const nlohmann::json& c, const ModelSpec& spec, const std::strin
   const std::string type = rope["rope_type"].is_string() ? rope["rope_type"].get<std::string>() : "?";
   MPIACCEL_CHECK(type == "default" || type == "llama3",
                  where + ": rope_type " + type + " is not one the Llama here computes; accepted: default, llama3");
-  check.same("rope_type", spec.rope_scaling == "llama3" ? "llama3" : "default", "rope_scaling", "default");
+  check.same("rope_type", hf_rope_type(spec.rope_scaling), "rope_scaling", "default");
   if (type != "llama3") return;
   check.same("factor", spec.rope_scaling_factor, "rope_scaling_factor", nullptr);
   check.same("low_freq_factor", spec.rope_low_freq_factor, "rope_low_freq_factor", nullptr);

@@ -43,12 +43,7 @@ RotaryEmbedding::RotaryEmbedding(const ModelSpec& spec) {
   ComputeHere frequencies;  // also in a shape-only build: llama3's scaling has no meta kernels
   const at::Tensor exponents = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
   inv_freq_ = 1.0 / at::pow(spec.rope_theta, exponents);
-  if (spec.rope_scaling == "llama3") {
-    inv_freq_ = llama3_frequencies(inv_freq_, spec);
-  } else {
-    MPIACCEL_CHECK(spec.rope_scaling == "none",
-                   "[model] rope_scaling = " + spec.rope_scaling + " is unknown; accepted: none, llama3");
-  }
+  if (spec.rope_scaling == RopeScaling::Llama3) inv_freq_ = llama3_frequencies(inv_freq_, spec);
 }
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(int64_t start, int64_t length, at::Device device,

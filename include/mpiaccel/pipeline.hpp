@@ -49,7 +49,6 @@ struct PipelineState;  // src/pipeline/pipeline_state.hpp
 struct PipelineOptions {
   std::shared_ptr<Communicator> group;  ///< the mesh's pp group, ordered by stage
   PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
-  std::string schedule_name = "1f1b";   ///< as [parallelism] pp_schedule names it
   int64_t virtual_stages = 0;           ///< stages per rank; 0 = the schedule's (interleaved 2, else 1)
   int64_t microbatches = 1;             ///< per optimizer step
   std::string layers;                   ///< [parallelism] pp_layers ("" = balanced by parameters)

@@ -132,7 +132,7 @@ Pipeline& Accelerator::pipeline_parallelize(std::shared_ptr<torch::nn::Module> m
   options.microbatches = pc.pp_microbatches > 0 ? pc.pp_microbatches : config_.train.grad_accum_steps;
   options.layers = pc.pp_layers;
   options.strategy = strategy_.get();
-  options.strategy_name = strategy_->name();
+  options.strategy_name = name_of(config_.distributed.strategy);
   options.strategy_shards_gradients = strategy_kind(config_) == StrategyKind::Zero2 || shards_parameters(config_);
   options.scaler = scaler_.get();
   options.device = device();

@@ -178,7 +178,7 @@ std::string Pipeline::describe() const {
             std::to_string(s.cut[stage].second - 1) + (s.is_first(stage) ? ", the first piece" : "") +
             (s.is_last(stage) ? ", the last piece" : "") + ")";
   }
-  return text + " of " + std::to_string(s.stage_count) + ", schedule " + s.options.schedule_name + ", " +
+  return text + " of " + std::to_string(s.stage_count) + ", schedule " + name_of(s.options.schedule) + ", " +
          std::to_string(s.microbatches) + " microbatches";
 }
 

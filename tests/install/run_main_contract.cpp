@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     }
     if (args.rest.size() == 2 && args.rest[0] == "exit") return std::stoi(args.rest[1]);
     acc.print(std::string("mpiaccel ") + mpiaccel::version() + " (headers " + MPIACCEL_VERSION_STRING +
-              ") on " + std::to_string(acc.world_size()) + " rank(s), strategy " + acc.config().distributed.strategy);
+              ") on " + std::to_string(acc.world_size()) + " rank(s), strategy " + mpiaccel::name_of(acc.config().distributed.strategy));
     return 0;
   });
 }

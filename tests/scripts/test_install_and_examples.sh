@@ -120,9 +120,10 @@ for np in 2 3; do compare_losses loop_np1.out loop_np$np.out 0.5; same_parameter
 
 # custom_trainer: its job.ini as shipped, with the run's files redirected.
 TJOB="$SOURCE_DIR/examples/custom_trainer/job.ini"
+TRAINER_MPI=()  # extra mpirun arguments of the next trainer_run (an -x VAR=VALUE)
 trainer_run() {  # trainer_run NAME NP [overrides...]
   local name=$1 np=$2; shift 2
-  mpi "$np" ex_custom_trainer/custom_trainer --config "$TJOB" train.batch_size=$((32 / np)) \
+  mpi "$np" "${TRAINER_MPI[@]}" ex_custom_trainer/custom_trainer --config "$TJOB" train.batch_size=$((32 / np)) \
     logging.metrics_file=$name.jsonl checkpoint.dir=$name.ck logging.progress=lines "$@"
 }
 SHORT=(train.max_steps=40 train.log_every=1 train.eval_every=20)
@@ -139,8 +140,13 @@ assert acc and acc[-1] > 0.9, acc
 PY
 
 # Pre-empt custom_trainer's np 2 run with SIGUSR1 to rank 1, then resume it.
+# The run takes well under a second: rank 1 pauses 10 s before step 100
+# (MPIACCEL_TEST_STALL), so the signal, sent once step 80 is logged, reaches
+# the run before it can end.
+TRAINER_MPI=(-x MPIACCEL_TEST_STALL=1:100:10)
 trainer_run preempt 2 checkpoint.every_steps=0 > preempt.out 2>&1 &
 job=$!
+TRAINER_MPI=()
 wait_for_lines preempt.jsonl '"loss"' 8
 ranks=($(rank_pids logging.metrics_file=preempt.jsonl custom_trainer))
 [ "${#ranks[@]}" = 2 ] || fail "expected 2 custom_trainer ranks, found ${ranks[*]}"

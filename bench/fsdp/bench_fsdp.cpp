@@ -34,7 +34,7 @@
 // unit's full gradients in flight. peak_rss_bytes is getrusage ru_maxrss,
 // max over ranks. activation_bytes is what one more forward and loss leave
 // allocated for backward (CpuMemoryMeter; CPU runs), max over ranks. With
-// [parallelism] tp_size > 1 the model is split first (tensor_parallelize):
+// [parallelism] tp_size > 1 the model is split first (parallelize):
 // params and bytes are one rank's slices, tp the tensor-parallel ranks.
 
 #include <ATen/ATen.h>
@@ -51,6 +51,7 @@
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/parallelize.hpp"
 #include "mpiaccel/fsdp.hpp"
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/runtime.hpp"
@@ -194,11 +195,12 @@ int run(int argc, char** argv) {
   acc.set_seed(0);
   const auto model = mpiaccel::make_model(options.model, options.spec);
   // [parallelism] tp_size: each rank keeps its slices (psi is then one rank's).
-  if (acc.mesh().tp()->size() > 1)
-    mpiaccel::tensor_parallelize(*model, acc.mesh().tp(), acc.config().parallelism.sequence_parallel);
-  const int64_t psi = mpiaccel::parameter_count(*model);
-  const auto optimizer = mpiaccel::detail::make_optimizer(acc.config().optimizer, model->module());
-  acc.prepare(mpiaccel::as_module(model), optimizer);
+  int64_t psi = 0;
+  const auto optimizer = mpiaccel::parallelize(
+      acc, mpiaccel::as_module(model), mpiaccel::bundled_plan(*model, acc.config()), [&](torch::nn::Module& kept) {
+        psi = mpiaccel::parameter_count(*model);
+        return mpiaccel::detail::make_optimizer(acc.config().optimizer, kept);
+      });
   auto* has_units = dynamic_cast<mpiaccel::HasUnits*>(model.get());
   MPIACCEL_CHECK(has_units, "bench_fsdp: the model does not run its layers through mpiaccel::HasUnits");
   StateSampler sampler(acc.strategy(), *optimizer, has_units->units());

@@ -37,6 +37,7 @@
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/models.hpp"
+#include "mpiaccel/parallelize.hpp"
 #include "mpiaccel/pipeline.hpp"
 #include "mpiaccel/runtime.hpp"
 #include "optim/optimizer_factory.hpp"
@@ -119,7 +120,7 @@ int run(int argc, char** argv) {
   acc.set_seed(0);
   const auto model = mpiaccel::make_model("llama", options.spec);
   auto* pieces = dynamic_cast<mpiaccel::PipelineModel*>(model.get());
-  mpiaccel::Pipeline& pipeline = acc.pipeline_parallelize(mpiaccel::as_module(model), *pieces);
+  mpiaccel::Pipeline& pipeline = mpiaccel::pipeline_parallelize(acc, mpiaccel::as_module(model), *pieces);
   const auto optimizer = mpiaccel::detail::make_optimizer(acc.config().optimizer, model->module());
   acc.prepare(mpiaccel::as_module(model), optimizer);
 

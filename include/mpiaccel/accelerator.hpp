@@ -28,13 +28,14 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <unordered_set>
+#include <vector>
 
 #include "mpiaccel/checkpoint.hpp"
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/data.hpp"
 #include "mpiaccel/mesh.hpp"
+#include "mpiaccel/model_split.hpp"
 #include "mpiaccel/precision.hpp"
 #include "mpiaccel/strategy.hpp"
 
@@ -49,11 +50,6 @@ namespace mpiaccel {
 
 class Runtime;
 class ActivationCheckpointing;
-class Pipeline;
-class PipelineModel;
-namespace detail {
-class SplitState;
-}
 
 class Accelerator {
  public:
@@ -86,10 +82,10 @@ class Accelerator {
 
   /// Puts the model and its optimizer under the strategy (see
   /// Strategy::prepare). Call once, after set_seed. With [parallelism]
-  /// tp_size > 1 the model must be split already (tensor_parallelize, or
-  /// tp::parallelize_module for a model of your own): the strategy runs on
-  /// each rank's slices, the gradient norm counts every parameter once, and
-  /// checkpoints hold every tensor whole. Collective.
+  /// tp_size or pp_size > 1 the model must be split already, its splits
+  /// added (parallelize does both: include/mpiaccel/parallelize.hpp): the
+  /// strategy runs on each rank's part, the gradient norm counts every
+  /// parameter once, and checkpoints hold every tensor whole. Collective.
   void prepare(std::shared_ptr<torch::nn::Module> model,
                std::shared_ptr<torch::optim::Optimizer> optimizer);
 
@@ -137,6 +133,7 @@ class Accelerator {
   const PrecisionPolicy& precision() const { return precision_; }
   /// The fp16 loss scaler (disabled, scale 1, for fp32 and bf16).
   const GradScaler& grad_scaler() const { return *scaler_; }
+  GradScaler& grad_scaler() { return *scaler_; }
 
   /// loss.backward(), with the loss scaled (fp16) and divided by the
   /// accumulation steps so that accumulated gradients are a mean. Collective
@@ -205,13 +202,13 @@ class Accelerator {
   /// Collective (one all-reduce): call it at a step boundary.
   bool preemption_agreed();
 
-  /// Cuts `module` (which is `model`) into the pipeline stages of
-  /// [parallelism] pp_size and keeps this rank's (include/mpiaccel/pipeline.hpp).
-  /// Once, before prepare() (and before building the optimizer over the
-  /// module's parameters); the Trainer then steps through the pipeline.
-  Pipeline& pipeline_parallelize(std::shared_ptr<torch::nn::Module> module, PipelineModel& model);
-  /// The pipeline, or nullptr when the model was not cut.
-  Pipeline* pipeline() { return pipeline_.get(); }
+  /// Adds a split of the model over a mesh dimension (model_split.hpp),
+  /// before prepare(): the step's gradient norm and the checkpoints go
+  /// through it, in the order the splits were added. The parallelize step
+  /// adds them (include/mpiaccel/parallelize.hpp).
+  void add_split(std::shared_ptr<ModelSplit> split);
+  /// The splits added, in order.
+  const std::vector<std::shared_ptr<ModelSplit>>& splits() const { return splits_; }
 
   std::shared_ptr<torch::nn::Module> model() const { return model_; }
   std::shared_ptr<torch::optim::Optimizer> optimizer() const { return optimizer_; }
@@ -219,7 +216,7 @@ class Accelerator {
  private:
   friend class AccumulateGuard;
   Checkpointer& checkpointer();
-  void prepare_tensor_parallel();
+  void check_splits() const;
   void count_each_parameter_once();
 
   Runtime& runtime_;
@@ -228,9 +225,7 @@ class Accelerator {
   std::unique_ptr<Mesh> mesh_;
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<Checkpointer> checkpointer_;
-  std::unique_ptr<detail::SplitState> split_state_;  ///< with tp_size > 1
-  std::unordered_set<const void*> split_params_;     ///< the tp-split parameters (TensorImpls)
-  std::unique_ptr<Pipeline> pipeline_;               ///< with pp_size > 1
+  std::vector<std::shared_ptr<ModelSplit>> splits_;  ///< tensor, then pipeline
   PrecisionPolicy precision_;
   std::unique_ptr<GradScaler> scaler_;
   std::unique_ptr<ActivationCheckpointing> checkpointing_;

@@ -32,6 +32,7 @@ namespace mpiaccel {
 class Accelerator;
 class Communicator;
 class Model;
+class Pipeline;
 class PipelineModel;
 
 /// What a model can do under each split; parallelize() applies the steps the
@@ -65,5 +66,14 @@ ParallelPlan bundled_plan(Model& model, const Config& config);
 /// one by one. Collective.
 std::shared_ptr<torch::optim::Optimizer> parallelize(Accelerator& acc, std::shared_ptr<torch::nn::Module> module,
                                                      const ParallelPlan& plan, const OptimizerFactory& make_optimizer);
+
+/// parallelize's pipeline step alone: cuts `module` (which is `model`) into
+/// the pipeline stages of [parallelism] pp_size, keeps this rank's
+/// (include/mpiaccel/pipeline.hpp) and adds the pipeline to `acc`'s splits.
+/// Once, before prepare() (and before building the optimizer over the
+/// module's parameters).
+Pipeline& pipeline_parallelize(Accelerator& acc, std::shared_ptr<torch::nn::Module> module, PipelineModel& model);
+/// The pipeline `acc` steps through, or nullptr when the model was not cut.
+Pipeline* pipeline_of(const Accelerator& acc);
 
 }  // namespace mpiaccel

@@ -9,7 +9,7 @@
 // own implements PipelineModel (examples/pp_own_model):
 //
 //   auto model = std::make_shared<MyModel>();      // : torch::nn::Module, mpiaccel::PipelineModel
-//   acc.pipeline_parallelize(model, *model);        // keeps this rank's stages
+//   pipeline_parallelize(acc, model, *model);       // keeps this rank's stages
 //   mpiaccel::Trainer trainer(acc, model);          // steps through the pipeline
 //
 // A step's batch is cut into microbatches that flow through the stages by
@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "mpiaccel/model_split.hpp"
 #include "mpiaccel/pipeline_model.hpp"
 #include "mpiaccel/pipeline_schedule.hpp"
 #include "mpiaccel/precision.hpp"
@@ -44,8 +45,8 @@ struct PipelineState;  // src/pipeline/pipeline_state.hpp
 }
 
 /// How a Pipeline cuts and runs: the [parallelism] pp_* settings, typed, and
-/// what its step runs through. Accelerator::pipeline_parallelize fills it
-/// from the job's config, mesh, precision and strategy.
+/// what its step runs through. pipeline_parallelize (parallelize.hpp) fills
+/// it from the job's config, mesh, precision and strategy.
 struct PipelineOptions {
   std::shared_ptr<Communicator> group;  ///< the mesh's pp group, ordered by stage
   PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
@@ -65,15 +66,18 @@ struct PipelineOptions {
 };
 
 /// This rank's stages of a model, and the step that runs them
-/// (Accelerator::pipeline_parallelize makes it).
-class Pipeline {
+/// (pipeline_parallelize, include/mpiaccel/parallelize.hpp, makes it). As a
+/// ModelSplit it tells the Accelerator which parameters this rank counts in
+/// the gradient norm and how its state joins the other stages' in a
+/// checkpoint.
+class Pipeline : public ModelSplit {
  public:
   /// Cuts `module` (which is `model`) for this rank of options.group: the
   /// modules of other stages' pieces are replaced by empty ones and their
   /// memory freed, so module.named_parameters() is this rank's, under the
   /// whole model's names.
   Pipeline(PipelineOptions options, std::shared_ptr<torch::nn::Module> module, PipelineModel& model);
-  ~Pipeline();
+  ~Pipeline() override;
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
@@ -98,7 +102,11 @@ class Pipeline {
   double eval_loss(const at::Tensor& input, const at::Tensor& target);
   /// Whether the gradient norm counts `param` here: a tied parameter only on
   /// its lowest stage.
-  bool counts_in_grad_norm(const at::Tensor& param) const;
+  bool counts_in_grad_norm(const at::Tensor& param) const override;
+  const char* dimension() const override { return "pp"; }
+  Communicator& group() const override;
+  /// state_of_all_stages.
+  ShardedStateDict to_whole(ShardedStateDict local) override { return state_of_all_stages(std::move(local)); }
 
   /// `local` (this rank's state, as its strategy describes it) with every
   /// other stage's tensors added with no rows of this rank, and a tied

@@ -33,7 +33,6 @@ namespace mpiaccel {
 
 class Communicator;
 class CommHook;
-struct Config;
 
 class Strategy {
  public:
@@ -112,8 +111,5 @@ class Strategy {
  private:
   std::function<bool(const at::Tensor& param)> counted_;
 };
-
-/// The strategy named by config.distributed.strategy over `comm`.
-std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<Communicator> comm);
 
 }  // namespace mpiaccel

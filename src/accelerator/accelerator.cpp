@@ -1,5 +1,4 @@
 #include "mpiaccel/accelerator.hpp"
-#include "mpiaccel/pipeline.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -11,8 +10,7 @@
 #include <unordered_set>
 
 #include "accelerator/accelerator_mesh.hpp"
-#include "accelerator/run_strategy.hpp"
-#include "accelerator/split_state.hpp"
+#include "strategies/run_strategy.hpp"
 #include "mpiaccel/activation_checkpointing.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
@@ -81,11 +79,11 @@ void Accelerator::prepare(std::shared_ptr<torch::nn::Module> model,
                           std::shared_ptr<torch::optim::Optimizer> optimizer) {
   MPIACCEL_CHECK(model && optimizer, "Accelerator::prepare needs a model and an optimizer");
   MPIACCEL_CHECK(!model_, "Accelerator::prepare was already called: call it once per run");
+  check_splits();
   model_ = std::move(model);
   optimizer_ = std::move(optimizer);
   // Module::to() swaps each parameter's data in place, so the optimizer,
   // built over the same tensors, follows the move.
-  if (mesh_->shape().size("tp") > 1) prepare_tensor_parallel();
   count_each_parameter_once();
   if (!at::Device(device()).is_cpu()) model_->to(at::Device(device()));
   strategy_->prepare(model_, optimizer_);
@@ -94,51 +92,40 @@ void Accelerator::prepare(std::shared_ptr<torch::nn::Module> model,
   checkpointing_ = enable_activation_checkpointing(*model_, config_);
 }
 
-// The split parameters: counted once in the gradient norm (a parameter
-// every tp rank holds whole counts on the group's first rank), and
-// checkpointed whole.
-void Accelerator::prepare_tensor_parallel() {
-  const int64_t ranks = mesh_->shape().size("tp");
-  std::map<std::string, tp::ParamSplit> splits = tp::split_parameters(*model_);
-  MPIACCEL_CHECK(!splits.empty(), "[parallelism] tp_size " + std::to_string(ranks) +
-                                      ", but the model has no split layers: split it before prepare "
-                                      "(parallelize with a plan: include/mpiaccel/parallelize.hpp)");
-  std::unordered_set<const void*> split_params;
-  for (const auto& item : model_->named_parameters())
-    if (splits.count(item.key())) split_params.insert(item.value().unsafeGetTensorImpl());
-  split_params_ = std::move(split_params);
-  split_state_ = std::make_unique<detail::SplitState>(std::move(splits), mesh_->tp());
+void Accelerator::add_split(std::shared_ptr<ModelSplit> split) {
+  MPIACCEL_CHECK(split, "Accelerator::add_split: no split");
+  MPIACCEL_CHECK(!model_, "Accelerator::add_split after prepare(): split the model first (parallelize)");
+  for (const auto& added : splits_)
+    MPIACCEL_CHECK(std::string(added->dimension()) != split->dimension(),
+                   std::string("Accelerator::add_split: the model is split over ") + split->dimension() + " already");
+  splits_.push_back(std::move(split));
 }
 
-// The gradient norm counts every parameter of the model once: a parameter
-// every rank of a tp group holds whole on the group's first rank, one that
-// two pipeline stages hold (a tied embedding) on the lower stage.
+// Every mesh dimension that splits the model has its split: otherwise the
+// gradient norm and the checkpoints would see one rank's part as the model.
+void Accelerator::check_splits() const {
+  for (const char* dimension : {"tp", "pp"}) {
+    const int64_t ranks = mesh_->shape().size(dimension);
+    if (ranks == 1) continue;
+    bool found = false;
+    for (const auto& split : splits_) found = found || std::string(split->dimension()) == dimension;
+    MPIACCEL_CHECK(found, "[parallelism] " + std::string(dimension == std::string("tp") ? "tp_size " : "pp_size ") +
+                              std::to_string(ranks) + ", but the model was not split over " + dimension +
+                              " before prepare: split it with parallelize (include/mpiaccel/parallelize.hpp)");
+  }
+}
+
+// The gradient norm counts every parameter of the model once: each split
+// says which of this rank's it counts (a parameter every rank of a tp group
+// holds whole counts on the group's first rank; one that two pipeline stages
+// hold, a tied embedding, on the lower stage).
 void Accelerator::count_each_parameter_once() {
-  if (!split_state_ && !pipeline_) return;
-  const bool first_of_tp = !split_state_ || mesh_->tp()->rank() == 0;
-  strategy_->count_in_grad_norm([this, first_of_tp](const at::Tensor& param) {
-    const bool once_in_tp = first_of_tp || split_params_.count(param.unsafeGetTensorImpl()) > 0;
-    return once_in_tp && (!pipeline_ || pipeline_->counts_in_grad_norm(param));
+  if (splits_.empty()) return;
+  strategy_->count_in_grad_norm([splits = splits_](const at::Tensor& param) {
+    for (const auto& split : splits)
+      if (!split->counts_in_grad_norm(param)) return false;
+    return true;
   });
-}
-
-Pipeline& Accelerator::pipeline_parallelize(std::shared_ptr<torch::nn::Module> module, PipelineModel& model) {
-  MPIACCEL_CHECK(!model_ && !pipeline_, "Accelerator::pipeline_parallelize: call it once, before prepare()");
-  const ParallelismConfig& pc = config_.parallelism;
-  PipelineOptions options;
-  options.group = mesh_->pp();
-  options.schedule = pc.pp_schedule;
-  options.virtual_stages = pc.pp_virtual_stages;
-  options.microbatches = pc.pp_microbatches > 0 ? pc.pp_microbatches : config_.train.grad_accum_steps;
-  options.layers = pc.pp_layers;
-  options.strategy = strategy_.get();
-  options.strategy_name = name_of(config_.distributed.strategy);
-  options.strategy_shards_gradients = strategy_kind(config_) == StrategyKind::Zero2 || shards_parameters(config_);
-  options.scaler = scaler_.get();
-  options.device = device();
-  options.compute_dtype = precision_.param_dtype;
-  pipeline_ = std::make_unique<Pipeline>(std::move(options), std::move(module), model);
-  return *pipeline_;
 }
 
 AutocastGuard Accelerator::autocast() const { return AutocastGuard(device(), precision_.param_dtype); }
@@ -207,11 +194,10 @@ double Accelerator::clip_grad_norm(double max_norm) {
   if (!sync_gradients_) return 0.0;
   if (scaler_->enabled() && !scaler_->unscaled()) scaler_->unscale_(optimizer_grads(*optimizer_));
   double norm = strategy_->grad_norm();
-  // Each tp rank's norm covers its slices (and, on the first, the whole
-  // parameters): the group's sum of squares is the model's.
-  if (split_state_) norm = std::sqrt(mesh_->tp()->all_reduce_scalar(norm * norm, ReduceOp::Sum));
-  // And each pipeline stage's covers its layers.
-  if (pipeline_) norm = std::sqrt(mesh_->pp()->all_reduce_scalar(norm * norm, ReduceOp::Sum));
+  // Each rank of a split covers its part (a tp rank its slices, and on the
+  // first the whole parameters; a pipeline rank its stages): the group's sum
+  // of squares is the model's.
+  for (const auto& split : splits_) norm = std::sqrt(split->group().all_reduce_scalar(norm * norm, ReduceOp::Sum));
   // torch.nn.utils.clip_grad_norm_: scale only when over the limit, with the
   // same 1e-6 guard against a zero norm.
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)

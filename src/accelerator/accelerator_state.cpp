@@ -10,9 +10,7 @@
 #include <mutex>
 #include <string>
 
-#include "accelerator/split_state.hpp"
 #include "mpiaccel/accelerator.hpp"
-#include "mpiaccel/pipeline.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
@@ -96,8 +94,7 @@ std::string Accelerator::save_state(int64_t step, const std::map<std::string, st
   meta.rng_state = rng_state();
   meta.trainer["mesh"] = mesh_->shape().describe();  // whose RNG states these are
   ShardedStateDict state = strategy_->state_dict(*optimizer_);
-  if (split_state_) state = split_state_->to_whole(std::move(state));
-  if (pipeline_) state = pipeline_->state_of_all_stages(std::move(state));
+  for (const auto& split : splits_) state = split->to_whole(std::move(state));
   return config_.checkpoint.async ? checkpointer().save_async(state, step, meta)
                                   : checkpointer().save(state, step, meta);
 }
@@ -114,9 +111,9 @@ CheckpointMeta Accelerator::load_state(const std::string& path_or_dir) {
   MPIACCEL_CHECK(model_, "Accelerator::load_state before prepare(): prepare the model and "
                          "optimizer first, then load into them");
   auto targets = strategy_->load_targets(*optimizer_);
-  if (split_state_) targets = split_state_->whole_targets(std::move(targets));
+  for (const auto& split : splits_) targets = split->whole_targets(std::move(targets));
   auto meta = checkpointer().load(path_or_dir, targets);
-  if (split_state_) split_state_->finish_load();
+  for (auto split = splits_.rbegin(); split != splits_.rend(); ++split) (*split)->finish_load();
   strategy_->finish_load(*optimizer_);
   std::map<std::string, std::string> scaler_state;
   for (const auto& [key, value] : meta.trainer)

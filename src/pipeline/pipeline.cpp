@@ -160,6 +160,7 @@ int64_t Pipeline::stage_count() const { return impl_->stage_count; }
 const std::vector<int64_t>& Pipeline::stages() const { return impl_->stages; }
 int64_t Pipeline::microbatches() const { return impl_->microbatches; }
 PipelineScheduleKind Pipeline::schedule() const { return impl_->kind; }
+Communicator& Pipeline::group() const { return *impl_->pp; }
 Pipeline::Timing Pipeline::last_timing() const { return impl_->timing; }
 
 bool Pipeline::counts_in_grad_norm(const at::Tensor& param) const {

@@ -15,6 +15,7 @@
 
 #include "mpiaccel/accelerator.hpp"
 #include "mpiaccel/error.hpp"
+#include "mpiaccel/parallelize.hpp"
 #include "mpiaccel/pipeline.hpp"
 #include "mpiaccel/runtime.hpp"
 #include "runtime/activity.hpp"
@@ -177,7 +178,7 @@ struct Trainer::Loop {
   // Forward, backward and the optimizer step of global step `n` (1-based);
   // returns this rank's loss, the mean over the micro-batches.
   double train_step(int64_t n, double& grad_norm) {
-    const double loss = acc.pipeline() ? pipeline_forward_backward(n) : forward_backward(n);
+    const double loss = pipeline_of(acc) ? pipeline_forward_backward(n) : forward_backward(n);
     detail::set_activity(at_step(n, "optimizer step"));
     detail::TraceScope span("optimizer step");
     if (config.optimizer.grad_clip > 0) grad_norm = acc.clip_grad_norm(config.optimizer.grad_clip);
@@ -223,7 +224,7 @@ struct Trainer::Loop {
       inputs.push_back(batch.input);
       targets.push_back(batch.target);
     }
-    return acc.pipeline()->train_step(at::cat(inputs), at::cat(targets));
+    return pipeline_of(acc)->train_step(at::cat(inputs), at::cat(targets));
   }
 
   void restart_window() {
@@ -347,7 +348,7 @@ struct Trainer::Loop {
 TrainResult Trainer::train() {
   const Config& config = acc_.config();
   MPIACCEL_CHECK(train_data_ != nullptr, "Trainer: no training data (call train_data)");
-  MPIACCEL_CHECK(step_loss_ || loss_ || acc_.pipeline() || (plan_.pipeline && acc_.mesh().pp()->size() > 1),
+  MPIACCEL_CHECK(step_loss_ || loss_ || pipeline_of(acc_) || (plan_.pipeline && acc_.mesh().pp()->size() > 1),
                  "Trainer: no loss (call loss, or step_loss for a custom batch)");
   at::set_num_threads(static_cast<int>(config.train.num_threads));
   detail::set_activity("preparing the model and data");
@@ -362,13 +363,13 @@ TrainResult Trainer::train() {
     detail::seed_for_training(acc_);
   }
   StepLoss step = step_loss_;
-  if (acc_.pipeline()) {
+  if (pipeline_of(acc_)) {
     MPIACCEL_CHECK(metrics_.empty() && !step_loss_,
                    "Trainer: a model cut into pipeline stages reports its loss only (no metric, no step_loss): "
                    "the last stage computes it");
-    acc_.print(acc_.pipeline()->describe());
+    acc_.print(pipeline_of(acc_)->describe());
   }
-  if (Pipeline* pipeline = acc_.pipeline())  // evaluation: the loss through the stages
+  if (Pipeline* pipeline = pipeline_of(acc_))  // evaluation: the loss through the stages
     step = [pipeline](const Batch& batch) {
       StepOutput out;
       out.loss = at::scalar_tensor(pipeline->eval_loss(batch.input, batch.target), at::kDouble);

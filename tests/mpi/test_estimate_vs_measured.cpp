@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/strategies.hpp"
 #include "mpiaccel/config_io.hpp"
 #include "mpiaccel/estimate.hpp"
 #include "mpiaccel/fsdp.hpp"

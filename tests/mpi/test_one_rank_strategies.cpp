@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <map>
 
-#include "accelerator/run_strategy.hpp"
+#include "strategies/run_strategy.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/strategy.hpp"
 #include "support/equivalence.hpp"

@@ -9,6 +9,7 @@
 #include "support/mpi_test.hpp"
 
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/strategies.hpp"
 #include "mpiaccel/strategy.hpp"
 #include "mpiaccel/zero.hpp"
 #include "state/optimizer_state.hpp"

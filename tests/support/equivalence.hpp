@@ -30,6 +30,7 @@
 
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/config.hpp"
+#include "mpiaccel/strategies.hpp"
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/fsdp.hpp"
 #include "mpiaccel/state.hpp"

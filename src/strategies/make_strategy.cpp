@@ -1,4 +1,6 @@
-#include "accelerator/run_strategy.hpp"
+// The strategies by name (strategies.hpp, run_strategy.hpp).
+
+#include "strategies/run_strategy.hpp"
 
 #include <memory>
 #include <string>

@@ -1,8 +1,11 @@
-// SplitState: a tensor-parallel model's state as whole tensors (split_state.hpp).
+// TensorSplit: a tensor-parallel model's split, its state as whole tensors
+// (tensor_split.hpp).
 
-#include "accelerator/split_state.hpp"
+#include "parallelize/tensor_split.hpp"
 
 #include <ATen/ATen.h>
+
+#include <torch/nn/module.h>
 
 #include <utility>
 
@@ -37,10 +40,26 @@ std::vector<int64_t> with_rows(int64_t rows, const std::vector<int64_t>& whole_s
 
 }  // namespace
 
-SplitState::SplitState(std::map<std::string, tp::ParamSplit> splits, std::shared_ptr<Communicator> tp)
-    : splits_(std::move(splits)), tp_(std::move(tp)) {}
+TensorSplit::TensorSplit(std::map<std::string, tp::ParamSplit> splits, std::unordered_set<const void*> split_params,
+                         std::shared_ptr<Communicator> tp)
+    : splits_(std::move(splits)), split_params_(std::move(split_params)), tp_(std::move(tp)) {}
 
-SplitState::Mapping SplitState::mapping_of(const ShardedTensor& t,
+bool TensorSplit::counts_in_grad_norm(const at::Tensor& param) const {
+  return tp_->rank() == 0 || split_params_.count(param.unsafeGetTensorImpl()) > 0;
+}
+
+std::shared_ptr<ModelSplit> tensor_split_of(torch::nn::Module& model, std::shared_ptr<Communicator> tp) {
+  std::map<std::string, tp::ParamSplit> splits = tp::split_parameters(model);
+  MPIACCEL_CHECK(!splits.empty(), "[parallelism] tp_size " + std::to_string(tp->size()) +
+                                      ", but the model has no split layers: the plan's tensor step must split "
+                                      "them (tensor_parallelize, tp::parallelize_module)");
+  std::unordered_set<const void*> split_params;
+  for (const auto& item : model.named_parameters())
+    if (splits.count(item.key())) split_params.insert(item.value().unsafeGetTensorImpl());
+  return std::make_shared<TensorSplit>(std::move(splits), std::move(split_params), std::move(tp));
+}
+
+TensorSplit::Mapping TensorSplit::mapping_of(const ShardedTensor& t,
                                            const std::map<std::string, std::vector<int64_t>>& param_shapes) const {
   Mapping m;
   m.whole_shape = t.global_shape;
@@ -74,7 +93,7 @@ SplitState::Mapping SplitState::mapping_of(const ShardedTensor& t,
   return m;
 }
 
-ShardedStateDict SplitState::to_whole(ShardedStateDict state) const {
+ShardedStateDict TensorSplit::to_whole(ShardedStateDict state) {
   const auto shapes = parameter_shapes(state);
   for (ShardedTensor& t : state.tensors) {
     const Mapping m = mapping_of(t, shapes);
@@ -104,7 +123,7 @@ ShardedStateDict SplitState::to_whole(ShardedStateDict state) const {
   return state;
 }
 
-ShardedStateDict SplitState::whole_targets(ShardedStateDict state) {
+ShardedStateDict TensorSplit::whole_targets(ShardedStateDict state) {
   pending_.clear();  // of a load that failed
   const auto shapes = parameter_shapes(state);
   for (ShardedTensor& t : state.tensors) {
@@ -123,7 +142,7 @@ ShardedStateDict SplitState::whole_targets(ShardedStateDict state) {
   return state;
 }
 
-void SplitState::finish_load() {
+void TensorSplit::finish_load() {
   std::vector<PendingLoad> pending = std::move(pending_);
   pending_.clear();
   for (PendingLoad& p : pending) {

@@ -1,5 +1,6 @@
 // parallelize() and the bundled models' plan (include/mpiaccel/parallelize.hpp):
-// the one place the splits are applied, in their order.
+// the one place the splits are applied, in their order, and handed to the
+// Accelerator as ModelSplits.
 
 #include "mpiaccel/parallelize.hpp"
 
@@ -12,6 +13,7 @@
 #include "mpiaccel/models.hpp"
 #include "mpiaccel/pipeline.hpp"
 #include "mpiaccel/pipeline_model.hpp"
+#include "parallelize/tensor_split.hpp"
 
 namespace mpiaccel {
 namespace {
@@ -53,12 +55,42 @@ std::shared_ptr<torch::optim::Optimizer> parallelize(Accelerator& acc, std::shar
                "cp::causal_attention in a model of your own)");
   require_step(plan.pipeline != nullptr, "pp_size", pp,
                "pipeline pieces (ParallelPlan::pipeline: a PipelineModel, include/mpiaccel/pipeline_model.hpp)");
-  if (tp > 1) plan.tensor(mesh.tp());
+  if (tp > 1) {
+    plan.tensor(mesh.tp());
+    acc.add_split(detail::tensor_split_of(*module, mesh.tp()));
+  }
   if (cp > 1) plan.context(mesh.cp());
-  if (pp > 1) acc.pipeline_parallelize(module, *plan.pipeline);
+  if (pp > 1) pipeline_parallelize(acc, module, *plan.pipeline);
   std::shared_ptr<torch::optim::Optimizer> optimizer = make_optimizer(*module);
   acc.prepare(std::move(module), optimizer);
   return optimizer;
+}
+
+Pipeline& pipeline_parallelize(Accelerator& acc, std::shared_ptr<torch::nn::Module> module, PipelineModel& model) {
+  MPIACCEL_CHECK(!acc.model() && !pipeline_of(acc), "pipeline_parallelize: call it once, before prepare()");
+  const Config& config = acc.config();
+  const ParallelismConfig& pc = config.parallelism;
+  PipelineOptions options;
+  options.group = acc.mesh().pp();
+  options.schedule = pc.pp_schedule;
+  options.virtual_stages = pc.pp_virtual_stages;
+  options.microbatches = pc.pp_microbatches > 0 ? pc.pp_microbatches : config.train.grad_accum_steps;
+  options.layers = pc.pp_layers;
+  options.strategy = &acc.strategy();
+  options.strategy_name = name_of(config.distributed.strategy);
+  options.strategy_shards_gradients = strategy_kind(config) == StrategyKind::Zero2 || shards_parameters(config);
+  options.scaler = &acc.grad_scaler();
+  options.device = acc.device();
+  options.compute_dtype = acc.precision().param_dtype;
+  auto pipeline = std::make_shared<Pipeline>(std::move(options), std::move(module), model);
+  acc.add_split(pipeline);
+  return *pipeline;
+}
+
+Pipeline* pipeline_of(const Accelerator& acc) {
+  for (const auto& split : acc.splits())
+    if (auto* pipeline = dynamic_cast<Pipeline*>(split.get())) return pipeline;
+  return nullptr;
 }
 
 }  // namespace mpiaccel

@@ -19,30 +19,42 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
+#include "mpiaccel/model_split.hpp"
 #include "mpiaccel/state.hpp"
 #include "mpiaccel/tensor_parallel.hpp"
 
+namespace torch::nn {
+class Module;
+}
 namespace mpiaccel {
 class Communicator;
 }
 
 namespace mpiaccel::detail {
 
-class SplitState {
+class TensorSplit : public ModelSplit {
  public:
-  /// `splits`: the model's split parameters by name (tp::split_parameters).
-  SplitState(std::map<std::string, tp::ParamSplit> splits, std::shared_ptr<Communicator> tp);
+  /// `splits`: the model's split parameters by name (tp::split_parameters);
+  /// `split_params`: the same parameters' TensorImpls.
+  TensorSplit(std::map<std::string, tp::ParamSplit> splits, std::unordered_set<const void*> split_params,
+              std::shared_ptr<Communicator> tp);
 
+  const char* dimension() const override { return "tp"; }
+  Communicator& group() const override { return *tp_; }
+  /// A slice on every rank; a parameter every rank holds whole on the
+  /// group's first rank only.
+  bool counts_in_grad_norm(const at::Tensor& param) const override;
   /// `local` (a strategy's state_dict) with every split tensor whole.
   /// Collective over the tp group.
-  ShardedStateDict to_whole(ShardedStateDict local) const;
+  ShardedStateDict to_whole(ShardedStateDict local) override;
   /// `local` (a strategy's load_targets) as whole-tensor targets; after the
   /// checkpoint filled them, finish_load() puts each rank's slice into
   /// `local`'s tensors. Collective over the tp group (finish_load).
-  ShardedStateDict whole_targets(ShardedStateDict local);
-  void finish_load();
+  ShardedStateDict whole_targets(ShardedStateDict local) override;
+  void finish_load() override;
 
  private:
   // How one tensor of the strategy's state maps to whole rows.
@@ -68,8 +80,14 @@ class SplitState {
   Mapping mapping_of(const ShardedTensor& t, const std::map<std::string, std::vector<int64_t>>& param_shapes) const;
 
   std::map<std::string, tp::ParamSplit> splits_;
+  std::unordered_set<const void*> split_params_;
   std::shared_ptr<Communicator> tp_;
   std::vector<PendingLoad> pending_;
 };
+
+/// The tensor split of `model` after its layers were split over `tp`
+/// (tensor_parallelize, tp::parallelize_module). Throws Error when the model
+/// has no split layers.
+std::shared_ptr<ModelSplit> tensor_split_of(torch::nn::Module& model, std::shared_ptr<Communicator> tp);
 
 }  // namespace mpiaccel::detail

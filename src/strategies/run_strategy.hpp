@@ -1,11 +1,12 @@
 #pragma once
-// Internal: the strategy the Accelerator runs (make_strategy.cpp).
+// The strategy the Accelerator runs (make_strategy.cpp).
 
 #include <memory>
 
 #include "mpiaccel/comm.hpp"
 #include "mpiaccel/config.hpp"
 #include "mpiaccel/precision.hpp"
+#include "mpiaccel/strategies.hpp"
 #include "mpiaccel/strategy.hpp"
 
 namespace mpiaccel::detail {

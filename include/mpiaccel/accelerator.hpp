@@ -76,7 +76,7 @@ class Accelerator {
   /// Seeds LibTorch's generators. With `device_specific`, data-parallel rank
   /// r uses seed + r (for dropout masks that must differ; the ranks of one
   /// tensor-parallel group draw alike, and each has its own stream inside
-  /// parallel regions: tp::RegionRng); otherwise every rank the same seed
+  /// parallel regions: RegionRng, region_rng.hpp); otherwise every rank the same seed
   /// (for identical model initialisation).
   void set_seed(uint64_t seed, bool device_specific = false);
 

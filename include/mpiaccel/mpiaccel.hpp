@@ -28,6 +28,7 @@
 #include "mpiaccel/pipeline_schedule.hpp"
 #include "mpiaccel/precision.hpp"
 #include "mpiaccel/program.hpp"
+#include "mpiaccel/region_rng.hpp"
 #include "mpiaccel/runtime.hpp"
 #include "mpiaccel/state.hpp"
 #include "mpiaccel/strategies.hpp"

@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "mpiaccel/region_rng.hpp"
+
 namespace mpiaccel {
 
 class Communicator;
@@ -238,37 +240,8 @@ struct ParamSplit {
 /// listed is whole on every rank of the group.
 std::map<std::string, ParamSplit> split_parameters(const torch::nn::Module& model);
 
-/// Runs the code between its construction and destruction on this rank's
-/// own random stream (Megatron's model-parallel RNG tracker): the default
-/// generator of `device` gets the stream's state, and gets its own back
-/// after, while the stream keeps where it got to. Dropout inside a
-/// tensor-parallel region (this rank's attention heads, a sequence shard)
-/// then draws differently per rank, while dropout on replicated activations,
-/// outside any guard, draws the same on every rank of the group (whose
-/// default generators are seeded alike). Without seed(), for another
-/// device's generator, and nested inside another guard it changes nothing.
-/// The swap is process-wide: another thread drawing from the same default
-/// generator meanwhile (none of mpiaccel's do) would draw from the stream.
-class RegionRng {
- public:
-  /// Seeds this rank's stream from the job's seed and its place: tensor-
-  /// parallel rank `tp_rank` of data-parallel rank `dp_rank`.
-  static void seed(uint64_t seed, int64_t dp_rank, int64_t tp_rank, at::Device device);
-  /// The stream's state (undefined before seed() and after set_state({})),
-  /// for activation checkpointing to replay a region's draws, for
-  /// checkpoints, and to set it back or clear it.
-  static at::Tensor state();
-  static void set_state(const at::Tensor& state);
-
-  explicit RegionRng(at::Device device);
-  ~RegionRng();
-  RegionRng(const RegionRng&) = delete;
-  RegionRng& operator=(const RegionRng&) = delete;
-
- private:
-  at::Device device_;
-  at::Tensor saved_default_;
-};
+/// The dropout stream of a parallel region (include/mpiaccel/region_rng.hpp).
+using RegionRng = mpiaccel::RegionRng;
 
 // The layers below initialise the whole weight as torch::nn::Linear and
 // Embedding do (same generator state on every rank: same tensor) and keep

@@ -14,7 +14,7 @@
 #include "mpiaccel/activation_checkpointing.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
-#include "mpiaccel/tensor_parallel.hpp"
+#include "mpiaccel/region_rng.hpp"
 
 namespace mpiaccel {
 
@@ -70,9 +70,9 @@ void Accelerator::set_seed(uint64_t seed, bool device_specific) {
   torch::manual_seed(device_specific ? seed + dp_rank : seed);
   if (!device_specific) return;
   if (mesh_->shape().size("tp") > 1)
-    tp::RegionRng::seed(seed, static_cast<int64_t>(dp_rank), mesh_->tp()->rank(), at::Device(device()));
+    RegionRng::seed(seed, static_cast<int64_t>(dp_rank), mesh_->tp()->rank(), at::Device(device()));
   else
-    tp::RegionRng::set_state({});  // no stream of an earlier run in this process
+    RegionRng::set_state({});  // no stream of an earlier run in this process
 }
 
 void Accelerator::prepare(std::shared_ptr<torch::nn::Module> model,

@@ -14,7 +14,7 @@
 #include "mpiaccel/error.hpp"
 #include "mpiaccel/log.hpp"
 #include "mpiaccel/runtime.hpp"
-#include "mpiaccel/tensor_parallel.hpp"
+#include "mpiaccel/region_rng.hpp"
 
 namespace mpiaccel {
 namespace {
@@ -36,10 +36,10 @@ at::Tensor cpu_rng_state() {
 }
 
 // This rank's random state in a checkpoint: the CPU generator's, then,
-// under tensor parallelism, its dropout stream's (tp::RegionRng).
+// under tensor parallelism, its dropout stream's (RegionRng).
 std::string rng_state() {
   std::string bytes = bytes_of(cpu_rng_state());
-  const at::Tensor region = tp::RegionRng::state();
+  const at::Tensor region = RegionRng::state();
   if (region.defined()) bytes += bytes_of(region);
   return bytes;
 }
@@ -52,7 +52,7 @@ void set_rng_state(const std::string& bytes, bool with_region) {
     std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_state(generator_state_of(bytes.substr(0, cpu)));
   }
-  if (with_region && bytes.size() > cpu) tp::RegionRng::set_state(generator_state_of(bytes.substr(cpu)));
+  if (with_region && bytes.size() > cpu) RegionRng::set_state(generator_state_of(bytes.substr(cpu)));
 }
 
 int64_t counter(const std::map<std::string, std::string>& counters, const std::string& key,
@@ -132,7 +132,7 @@ CheckpointMeta Accelerator::load_state(const std::string& path_or_dir) {
     const uint64_t seed = derived_seed(static_cast<uint64_t>(config_.distributed.seed),
                                        static_cast<uint64_t>(meta.step), dp_rank);
     torch::manual_seed(seed);
-    if (tp) tp::RegionRng::seed(seed, static_cast<int64_t>(dp_rank), mesh_->tp()->rank(), at::Device(device()));
+    if (tp) RegionRng::seed(seed, static_cast<int64_t>(dp_rank), mesh_->tp()->rank(), at::Device(device()));
     if (is_main_process())
       log_info("checkpoint " + meta.path + " was saved by " + std::to_string(meta.world_size) + " rank(s)" +
                (saved_mesh != meta.trainer.end() ? " (" + saved_mesh->second + ")" : "") + ", this run has " +

@@ -1,14 +1,14 @@
-// RegionRng: each tensor-parallel rank's own random stream for dropout
-// inside a parallel region (tensor_parallel.hpp).
+// RegionRng: each rank's own random stream for the draws inside a parallel
+// region (region_rng.hpp).
 
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 
 #include <mutex>
 
-#include "mpiaccel/tensor_parallel.hpp"
+#include "mpiaccel/region_rng.hpp"
 
-namespace mpiaccel::tp {
+namespace mpiaccel {
 namespace {
 
 // The stream: a state of the default generator of one device type, as
@@ -76,4 +76,4 @@ RegionRng::~RegionRng() {
   generator.set_state(saved_default_);
 }
 
-}  // namespace mpiaccel::tp
+}  // namespace mpiaccel
